@@ -1,0 +1,153 @@
+"""The `mucode` command line.
+
+Each area adds its own commands through a `register(app)` function in its `commands.py`
+(`mucode/verifier/commands.py`, `mucode/train/commands.py`, `mucode/eval/commands.py`); this file
+only wires them together and holds the small commands that belong to no area (`config`, `env`).
+Command modules import their heavy dependencies inside the commands, so `mucode --help` is fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Annotated
+
+import typer
+import yaml
+
+from mucode.config import ConfigError, MucodeConfig, batch_plan, load_config, preset_names
+
+app = typer.Typer(
+    name="mucode",
+    help="μ-GRPO: staged, highly off-policy GRPO for code and math with verifiable rewards.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+config_app = typer.Typer(help="Inspect the resolved configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+_AREAS = ("mucode.verifier.commands", "mucode.train.commands", "mucode.eval.commands")
+
+ConfigOption = Annotated[
+    str | None,
+    typer.Option("--config", "-c", help=f"YAML file or preset name ({', '.join(preset_names())})."),
+]
+OverridesArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="key=value overrides on top of the file, e.g. algo.veto_scope=suffix batch.num_stages=2"),
+]
+
+
+def resolve_config(config: str | None, overrides: list[str] | None) -> MucodeConfig:
+    """Load the config or exit with the validation message (exit code 2, no traceback)."""
+    try:
+        return load_config(config, overrides or [])
+    except ConfigError as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+
+
+def format_config(cfg: MucodeConfig) -> str:
+    """The resolved config and its batch plan, as printed before every run."""
+    plan = batch_plan(cfg)
+    width = max(len(k) for k in plan)
+    body = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    lines = [body.rstrip(), "", "batch plan:"]
+    lines += [f"  {k:<{width}}  {v:>12,}" for k, v in plan.items()]
+    return "\n".join(lines)
+
+
+@config_app.command("show")
+def config_show(config: ConfigOption = None, overrides: OverridesArg = None) -> None:
+    """Print the resolved config (defaults ← file ← overrides) and the batch plan it implies."""
+    typer.echo(format_config(resolve_config(config, overrides)))
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _docker_version() -> str:
+    if shutil.which("docker") is None:
+        return "not installed"
+    try:
+        out = subprocess.run(
+            ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True, timeout=10
+        )
+    except subprocess.TimeoutExpired:
+        return "client installed; engine not answering"
+    return out.stdout.strip() if out.returncode == 0 else "client installed; engine not running"
+
+
+def _accelerators() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "unknown (torch not installed)"
+    if torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        return f"{len(names)} CUDA: " + ", ".join(names)
+    return "none (CPU only)"
+
+
+@app.command("env")
+def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Versions of Python, torch, transformers, verl, vLLM and Docker, and the accelerators seen."""
+    info = {
+        "mucode": _version("mucode"),
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "platform": platform.platform(),
+        "torch": _version("torch"),
+        "transformers": _version("transformers"),
+        "verl": _version("verl"),
+        "vllm": _version("vllm"),
+        "math-verify": _version("math-verify"),
+        "docker engine": _docker_version(),
+        "accelerators": _accelerators(),
+    }
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    width = max(map(len, info))
+    for key, value in info.items():
+        typer.echo(f"{key:<{width}}  {value}")
+
+
+_registered = False
+
+
+def get_app() -> typer.Typer:
+    """The full CLI: the commands above plus every area's `register(app)` (done once)."""
+    global _registered
+    if _registered:
+        return app
+    for module_name in _AREAS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name is not None and module_name.startswith(err.name):
+                continue  # the area is not part of this build
+            raise
+        module.register(app)
+    _registered = True
+    return app
+
+
+def main() -> None:
+    get_app()()
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["format_config", "get_app", "main", "resolve_config"]

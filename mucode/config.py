@@ -1,0 +1,318 @@
+"""The one typed config tree of mucode: every default lives here.
+
+Precedence, lowest first: the defaults below → a YAML file (`configs/*.yaml`, or a preset name such
+as `mu_grpo`) → `key=value` overrides (`algo.veto_scope=suffix`). `load_config` resolves all three
+and validates the result; impossible combinations raise `ConfigError` with a message that names the
+valid values. The defaults are the μ-GRPO paper's (Tian, Xie, Wei 2026) for math.
+
+Batch sizes carry their unit in their name. μ (`batch.updates_per_stage`) is the number of
+optimizer updates made on one stage's rollouts: B_train = μ · B_mini prompts are sampled per stage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "AlgoConfig",
+    "BatchConfig",
+    "ConfigError",
+    "DataConfig",
+    "EvalConfig",
+    "ModelConfig",
+    "MucodeConfig",
+    "OptimConfig",
+    "RolloutConfig",
+    "TrainConfig",
+    "VerifierConfig",
+    "batch_plan",
+    "load_config",
+    "preset_names",
+]
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+ObjectiveName = Literal["grpo", "mu_grpo", "m2po"]
+VetoScope = Literal["none", "trigger", "suffix", "nontrigger_suffix", "sequence"]
+LossAgg = Literal["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"]
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message says which key and which values are valid."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
+
+
+class ModelConfig(_Section):
+    path: str = "tiny"
+    """Policy to train: a Hugging Face id, a local HF directory, or `tiny` for the embedded tiny policy."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Parameter dtype for training and the `hf` engine (bfloat16 on GPUs)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+    trust_remote_code: bool = False
+    """Passed to transformers when loading the model and tokenizer."""
+
+
+class DataConfig(_Section):
+    task: Literal["code", "math"] = "math"
+    """Which kind of task: decides the default data source, reward program and instruction."""
+    source: str | None = None
+    """Hub id, local file/dir (jsonl, json, parquet, verl parquet), or `toy`. None: the task's default Hub set."""
+    split: str = "train"
+    """Split of the source to train on."""
+    limit: int | None = None
+    """Use at most this many prompts (None: all)."""
+    instruction: str | None = None
+    """Instruction appended to each problem. None: the paper's instruction for the task."""
+    max_prompt_tokens: int = 2048
+    """Prompts longer than this are dropped (and counted)."""
+    shuffle_seed: int = 0
+    """Seed of the prompt order; each stage draws the next B_train prompts of this order."""
+
+
+class RolloutConfig(_Section):
+    engine: Literal["hf", "vllm"] = "hf"
+    """Inference engine: `vllm` on GPUs, `hf` (transformers) anywhere."""
+    temperature: float = Field(1.0, gt=0)
+    """Sampling temperature; behaviour log-probs are taken at this temperature."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling. Anything < 1 makes engine log-probs differ from the trainer's (a warning is printed)."""
+    top_k: int = -1
+    """Top-k sampling; -1 is off. Anything > 0 makes engine log-probs differ from the trainer's."""
+    max_response_tokens: int = Field(4096, gt=0)
+    """Longest response sampled, in tokens."""
+    batch_size: int = Field(64, gt=0)
+    """`hf` engine: prompts generated together."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """`vllm` engine: GPUs per model replica."""
+    data_parallel_size: int = Field(1, ge=1)
+    """`vllm` engine: model replicas."""
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    """`vllm` engine: fraction of GPU memory it may take."""
+    seed: int = 0
+    """Sampling seed (offset by the stage index)."""
+
+
+class AlgoConfig(_Section):
+    objective: ObjectiveName = "mu_grpo"
+    """Policy objective, by name in `mucode.algo`'s registry."""
+    clip_eps_low: float = Field(1.0, ge=0, le=1)
+    """Lower clip: ratios are clipped at 1 - clip_eps_low (μ-GRPO: 1.0, i.e. 0; GRPO: 0.2)."""
+    clip_eps_high: float = Field(4.0, ge=0)
+    """Upper clip: ratios are clipped at 1 + clip_eps_high (μ-GRPO: 4.0, i.e. 5; GRPO: 0.2)."""
+    dual_clip_c: float | None = None
+    """GRPO only: dual-clip constant for A<0 tokens (verl's clip_ratio_c=3). None: off. Never with μ-GRPO."""
+    veto_scope: VetoScope = "sequence"
+    """μ-GRPO negative-advantage veto: which tokens of a triggered A<0 response are masked."""
+    veto_threshold: float = Field(1e-4, gt=0, lt=1)
+    """τ_c: a token of an A<0 response whose ratio falls below this triggers the veto."""
+    m2po_threshold: float = Field(0.04, gt=0)
+    """τ_M2: M2PO masks tokens until the mean (log ρ)² of the remaining candidates is at most this."""
+    m2po_mode: Literal["greedy", "waterfill"] = "greedy"
+    """M2PO rule: the paper's greedy masking, or the authors' code's water-filled ratio clip."""
+    loss_agg: LossAgg = "seq-mean-token-mean"
+    """How token losses become one number; the denominator counts every response of the minibatch."""
+    adv_std: Literal["unbiased", "population", "none"] = "unbiased"
+    """Std of the group advantage: unbiased (verl), population (TRL), none (Dr.GRPO)."""
+    adv_eps: float = Field(1e-6, ge=0)
+    """Added to the group std before dividing."""
+    recompute_behaviour_logprobs: bool = False
+    """Recompute behaviour log-probs with the trainer instead of using the engine's stored ones."""
+
+
+class BatchConfig(_Section):
+    samples_per_prompt: int = Field(8, ge=2)
+    """G: responses sampled per prompt (a group)."""
+    prompts_per_update: int = Field(32, ge=1)
+    """B_mini: prompt groups in one optimizer update (code task in the paper: 16)."""
+    updates_per_stage: int = Field(1024, ge=1)
+    """μ: optimizer updates made on one stage's rollouts (staleness). GRPO baseline: 4."""
+    num_stages: int = Field(4, ge=1)
+    """Stages (generate once, then μ updates) in the run."""
+    micro_batch_tokens: int = Field(16384, ge=1)
+    """Token budget of one forward/backward micro-batch; gradients accumulate over the minibatch."""
+
+
+class OptimConfig(_Section):
+    lr: float = Field(1e-6, gt=0)
+    """AdamW learning rate (constant)."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    weight_decay: float = Field(0.01, ge=0)
+    """AdamW weight decay."""
+    grad_clip: float | None = 1.0
+    """Clip the global gradient norm to this (None: no clipping)."""
+    warmup_updates: int = Field(0, ge=0)
+    """Linear lr warm-up over this many updates (paper: 0, constant lr)."""
+
+
+class TrainConfig(_Section):
+    run_name: str = "mucode"
+    """Name of the run; outputs go to runs/<run_name> unless run_dir is set."""
+    run_dir: str | None = None
+    """Directory of the run's outputs (config, stage stores, checkpoints, metrics, plots)."""
+    seed: int = 0
+    """Seed of model init noise, data order and sampling."""
+    device: str = "auto"
+    """Training device: auto (cuda if present), cpu, cuda."""
+    checkpoint_every: int = Field(64, ge=1)
+    """Save model + optimizer + data position every this many updates."""
+    eval_every: int | None = None
+    """Evaluate every this many updates (None: only at the end of the run if eval is configured)."""
+    tensorboard: bool = True
+    """Write TensorBoard events next to metrics.jsonl."""
+    wandb_project: str | None = None
+    """Log to this Weights & Biases project as well (needs `pip install wandb`)."""
+
+
+class VerifierConfig(_Section):
+    url: list[str] = Field(default_factory=list)
+    """Base URLs of running verifiers. Empty: start one in-process on loopback with `backend`."""
+    backend: Literal["local", "docker"] = "local"
+    """Sandbox backend of the in-process verifier (when url is empty)."""
+    token: str | None = None
+    """Bearer token for the verifier."""
+    timeout_s: float = Field(300.0, gt=0)
+    """Per-request timeout."""
+    max_retries: int = Field(3, ge=0)
+    """Retries of infrastructure failures before an item is masked out."""
+
+
+class EvalConfig(_Section):
+    benchmarks: list[str] = Field(default_factory=list)
+    """Benchmarks run at eval time (e.g. math500, aime24, livecodebench). Empty: no evaluation."""
+    data_dir: str | None = None
+    """Local directory of evaluation data (offline); None: the Hub."""
+    samples_per_problem: int | None = None
+    """Samples per problem; None: the benchmark's default (AIME 16, others 4)."""
+
+
+class MucodeConfig(_Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    batch: BatchConfig = Field(default_factory=BatchConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    verifier: VerifierConfig = Field(default_factory=VerifierConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> MucodeConfig:
+        algo = self.algo
+        if algo.objective == "mu_grpo" and algo.dual_clip_c is not None:
+            raise ValueError(
+                "algo.dual_clip_c must be null with algo.objective=mu_grpo: dual-clip caps A<0 tokens and "
+                "changes the method; the veto is μ-GRPO's brake. Use algo.objective=grpo for dual-clip."
+            )
+        if algo.dual_clip_c is not None and algo.dual_clip_c <= 1:
+            raise ValueError(f"algo.dual_clip_c must be > 1 (verl uses 3), got {algo.dual_clip_c}")
+        if algo.objective != "mu_grpo" and algo.veto_scope != "none":
+            raise ValueError(
+                f"algo.veto_scope={algo.veto_scope} only applies to algo.objective=mu_grpo; "
+                f"set algo.veto_scope=none for {algo.objective}"
+            )
+        if self.rollout.engine == "vllm" and self.train.device == "cpu":
+            raise ValueError("rollout.engine=vllm needs a GPU; use rollout.engine=hf with train.device=cpu")
+        return self
+
+    def run_path(self) -> Path:
+        """Directory of this run's outputs."""
+        return Path(self.train.run_dir) if self.train.run_dir else Path("runs") / self.train.run_name
+
+
+def preset_names() -> list[str]:
+    """Names usable as `--config NAME` (the YAML files shipped in configs/)."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+
+
+def _read_yaml(config: str | Path) -> dict[str, Any]:
+    path = Path(config)
+    if not path.exists() and not path.suffix:
+        path = CONFIG_DIR / f"{config}.yaml"
+    if not path.exists():
+        raise ConfigError(f"config file {config!s} not found; give a path or one of the presets: {', '.join(preset_names())}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}")
+    base = data.pop("defaults", None)
+    if base is None:
+        return data
+    merged = _read_yaml(base)
+    _deep_merge(merged, data)
+    return merged
+
+
+def _deep_merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _apply_override(tree: dict[str, Any], override: str) -> None:
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {override!r} is not key=value (for example algo.veto_scope=suffix)")
+    parts = key.strip().split(".")
+    known = MucodeConfig.model_fields
+    if parts[0] not in known:
+        raise ConfigError(f"unknown config section {parts[0]!r} in {override!r}; sections: {', '.join(known)}")
+    node = tree
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{key}: {part} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+
+
+def _format_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "config"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            section = MucodeConfig
+            for p in e["loc"][:-1]:
+                section = section.model_fields[str(p)].annotation  # type: ignore[assignment]
+            msg = f"unknown key; valid keys here: {', '.join(section.model_fields)}"
+        lines.append(f"  {loc}: {msg}")
+    return "invalid config:\n" + "\n".join(lines)
+
+
+def load_config(config: str | Path | None = None, overrides: list[str] | None = None) -> MucodeConfig:
+    """Resolve defaults ← YAML (path or preset name) ← `key=value` overrides, and validate."""
+    tree = _read_yaml(config) if config is not None else {}
+    for override in overrides or []:
+        _apply_override(tree, override)
+    try:
+        return MucodeConfig.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err)) from None
+
+
+def batch_plan(cfg: MucodeConfig) -> dict[str, int]:
+    """Derived sizes of a run, computed in one place and printed before any work starts."""
+    b = cfg.batch
+    prompts_per_stage = b.prompts_per_update * b.updates_per_stage
+    return {
+        "samples_per_prompt (G)": b.samples_per_prompt,
+        "prompts_per_update (B_mini)": b.prompts_per_update,
+        "responses_per_update": b.prompts_per_update * b.samples_per_prompt,
+        "updates_per_stage (μ)": b.updates_per_stage,
+        "prompts_per_stage (B_train)": prompts_per_stage,
+        "responses_per_stage": prompts_per_stage * b.samples_per_prompt,
+        "num_stages": b.num_stages,
+        "total_updates": b.updates_per_stage * b.num_stages,
+        "total_responses": prompts_per_stage * b.samples_per_prompt * b.num_stages,
+        "engine_switches": 2 * b.num_stages,
+    }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up a fresh machine for mucode, idempotently: a Python virtual env in .venv with mucode and its
+# test dependencies, a Docker engine and the sandbox images (built without a registry if need be).
+#   TORCH_SPEC   torch requirement to install first (default: the CPU build torch==2.13.0; on a GPU
+#                machine use e.g. TORCH_SPEC=torch to get a CUDA build)
+#   PYTHON       interpreter for the venv (default python3; 3.10–3.12)
+#   MUCODE_SKIP_DOCKER=1  skip the Docker engine and images (the local sandbox backend still works)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+echo "[setup] installing $TORCH_SPEC and mucode[dev,verl] into .venv"
+.venv/bin/pip install -q --disable-pip-version-check "$TORCH_SPEC" 2> >(grep -v "is ignored: it is neither" >&2)
+.venv/bin/pip install -q --disable-pip-version-check -e '.[dev,verl]' 2> >(grep -v "is ignored: it is neither" >&2)
+for plugin in examples/*/pyproject.toml; do
+  [ -e "$plugin" ] || continue
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps -e "$(dirname "$plugin")" 2> >(grep -v "is ignored: it is neither" >&2)
+done
+
+if [ "${MUCODE_SKIP_DOCKER:-0}" != "1" ] && [ -f scripts/docker_setup.sh ]; then
+  bash scripts/docker_setup.sh
+fi
+echo "[setup] done: .venv/bin/mucode --help"

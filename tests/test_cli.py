@@ -1,0 +1,49 @@
+"""The `mucode` command as a user runs it: the installed console script, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+MUCODE = str(Path(sys.executable).with_name("mucode"))
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([MUCODE, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_help_lists_the_commands() -> None:
+    out = run("--help")
+    assert out.returncode == 0, out.stderr
+    for command in ("config", "env"):
+        assert command in out.stdout
+
+
+def test_config_show_prints_resolved_config_and_batch_plan() -> None:
+    out = run("config", "show", "--config", "grpo_mu4", "batch.num_stages=2")
+    assert out.returncode == 0, out.stderr
+    assert "objective: grpo" in out.stdout
+    assert "batch plan:" in out.stdout
+    plan = {line.split()[0]: line.split()[-1] for line in out.stdout.split("batch plan:")[1].strip().splitlines()}
+    assert plan["total_updates"] == "8"
+    assert plan["engine_switches"] == "4"
+
+
+def test_config_show_rejects_bad_values_with_exit_2() -> None:
+    out = run("config", "show", "algo.veto_scope=bogus")
+    assert out.returncode == 2
+    assert "algo.veto_scope" in out.stderr and "nontrigger_suffix" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_env_reports_versions() -> None:
+    out = run("env", "--json")
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["python"].startswith(".".join(map(str, sys.version_info[:2])))
+    import torch
+
+    assert info["torch"] == torch.__version__.split("+")[0] or info["torch"] == torch.__version__
+    assert "accelerators" in info
