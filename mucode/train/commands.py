@@ -1,0 +1,98 @@
+"""The trainer's commands: ``mucode train``, ``mucode plot`` and ``mucode verl-config``.
+
+Heavy imports (torch, transformers, matplotlib) happen inside the commands so ``mucode --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+ConfigOpt = Annotated[
+    str | None, typer.Option("--config", "-c", help="YAML file or preset name (e.g. configs/tiny.yaml, mu_grpo).")
+]
+OverridesArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="key=value overrides, e.g. batch.updates_per_stage=64 optim.lr=1e-5", show_default=False),
+]
+
+
+def _overrides(task: str | None, run_dir: Path | None, overrides: list[str] | None) -> list[str]:
+    out = list(overrides or [])
+    if task is not None:
+        out.insert(0, f"data.task={task}")
+    if run_dir is not None:
+        out.append(f"train.run_dir={run_dir}")
+    return out
+
+
+def train(
+    task: Annotated[str | None, typer.Option("--task", help="code or math (sets data.task).")] = None,
+    config: ConfigOpt = None,
+    overrides: OverridesArg = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Output directory (default runs/<train.run_name>).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the run directory from its last checkpoint.")] = False,
+    plot: Annotated[bool, typer.Option("--plot/--no-plot", help="Write the PNG plots at the end.")] = True,
+) -> None:
+    """Run staged μ-GRPO: generate → verify → store → optimize (μ updates) → checkpoint → hand over, per stage."""
+    from mucode.cli import resolve_config
+    from mucode.train.loop import ResumeError, run_training
+
+    if task is not None and task not in ("code", "math"):
+        typer.secho(f"--task must be code or math, not {task!r}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    cfg = resolve_config(config, _overrides(task, run_dir, overrides))
+    try:
+        result = run_training(cfg, resume=resume)
+    except ResumeError as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    if plot:
+        from mucode.train.plot import plot_run
+
+        paths = plot_run(result.run_dir)
+        typer.echo(f"plots: {', '.join(str(p) for p in paths)}")
+
+
+def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (holds metrics.jsonl).")]) -> None:
+    """Write PNGs of reward, veto fraction, clip fraction and E[ρ|A<0] over updates (stage boundaries dashed)."""
+    from mucode.train.plot import plot_run
+
+    try:
+        paths = plot_run(run_dir)
+    except (FileNotFoundError, ValueError) as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    for p in paths:
+        typer.echo(str(p))
+
+
+def verl_config(
+    task: Annotated[str | None, typer.Option("--task", help="code or math (sets data.task).")] = None,
+    config: ConfigOpt = None,
+    overrides: OverridesArg = None,
+    as_yaml: Annotated[bool, typer.Option("--yaml", help="Print a YAML mapping instead of key=value lines.")] = False,
+) -> None:
+    """Print the verl (Ray, multi-node) overrides for the same run, using mucode's registered losses."""
+    from mucode.cli import resolve_config
+    from mucode.train.verl_bridge import verl_overrides
+
+    cfg = resolve_config(config, _overrides(task, None, overrides))
+    pairs = verl_overrides(cfg)
+    if as_yaml:
+        import yaml
+
+        typer.echo(yaml.safe_dump(dict(pairs), sort_keys=False, allow_unicode=True).rstrip())
+    else:
+        typer.echo(" \\\n".join(f"{k}={v}" for k, v in pairs))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+    app.command("plot")(plot)
+    app.command("verl-config")(verl_config)

@@ -1,0 +1,105 @@
+"""``mucode plot RUN_DIR``: PNGs of a run's metrics over updates, stage boundaries marked.
+
+Writes ``<run_dir>/plots/{reward,veto_fraction,clip_fraction,rho_neg_adv}.png`` and
+``overview.png`` (all four in one figure). Each panel draws the first metric key of its list that
+the run logged, so a GRPO run (no veto) still plots; a panel with no data says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PANELS", "plot_run"]
+
+# (file stem, title, metric keys drawn (first group present wins), y label)
+PANELS: list[tuple[str, str, list[list[str]], str]] = [
+    ("reward", "Reward", [["reward/mean"]], "mean reward of the minibatch"),
+    ("veto_fraction", "Veto fraction", [["veto/token_frac", "veto/response_frac"]], "fraction vetoed"),
+    ("clip_fraction", "Clip fraction", [["clip/frac_low", "clip/frac_high"], ["clip/frac"]], "fraction of tokens clipped"),
+    ("rho_neg_adv", "E[ρ | A<0]", [["ratio/mean_neg_adv"]], "mean ratio on A<0 tokens"),
+]
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for row in rows:
+        value = row.get(key)
+        if isinstance(value, int | float):
+            xs.append(int(row["update"]))
+            ys.append(float(value))
+    return xs, ys
+
+
+def _smooth(ys: list[float], window: int) -> list[float]:
+    out, acc = [], 0.0
+    for i, y in enumerate(ys):
+        acc += y
+        if i >= window:
+            acc -= ys[i - window]
+        out.append(acc / min(i + 1, window))
+    return out
+
+
+def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[int], title: str,
+          key_groups: list[list[str]], ylabel: str) -> None:
+    keys = next((g for g in key_groups if any(_series(rows, k)[0] for k in g)), [])
+    drawn = False
+    for key in keys:
+        xs, ys = _series(rows, key)
+        if not xs:
+            continue
+        drawn = True
+        window = max(1, len(xs) // 40)
+        line = ax.plot(xs, ys, alpha=0.3 if window > 1 else 1.0, linewidth=0.8)[0]
+        if window > 1:
+            ax.plot(xs, _smooth(ys, window), color=line.get_color(), label=f"{key} (mean of {window})")
+        else:
+            line.set_label(key)
+    for b in boundaries:
+        ax.axvline(b, color="grey", linestyle="--", linewidth=0.8)
+    if not drawn:
+        ax.text(0.5, 0.5, "not logged by this run", ha="center", va="center", transform=ax.transAxes)
+    else:
+        ax.legend(fontsize=7)
+    ax.set_title(title)
+    ax.set_xlabel("update")
+    ax.set_ylabel(ylabel)
+
+
+def plot_run(run_dir: str | Path) -> list[Path]:
+    """Write the PNGs and return their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mucode.train.logger import read_metrics
+
+    run_dir = Path(run_dir)
+    rows, events = read_metrics(run_dir)
+    if not rows:
+        raise ValueError(f"{run_dir}/metrics.jsonl has no update rows yet: nothing to plot")
+    # A boundary sits after the last update of every stage but the final one.
+    ends = sorted({int(e["update"]) for e in events if e.get("event") == "stage" and "update" in e})
+    last = max(int(r["update"]) for r in rows)
+    boundaries = [u + 0.5 for u in ends if u < last]
+    out = run_dir / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for stem, title, keys, ylabel in PANELS:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        _draw(ax, rows, boundaries, title, keys, ylabel)
+        fig.tight_layout()
+        fig.savefig(out / f"{stem}.png", dpi=110)
+        plt.close(fig)
+        paths.append(out / f"{stem}.png")
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    for ax, (_, title, keys, ylabel) in zip(axes.flat, PANELS, strict=True):
+        _draw(ax, rows, boundaries, title, keys, ylabel)
+    fig.suptitle(f"{run_dir.name} (dashed: stage boundaries)")
+    fig.tight_layout()
+    fig.savefig(out / "overview.png", dpi=110)
+    plt.close(fig)
+    paths.append(out / "overview.png")
+    return paths

@@ -1,0 +1,59 @@
+"""The end-of-run summary table (one row per stage plus a total), printed and saved as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["STAGE_COLUMNS", "render_summary", "write_summary"]
+
+STAGE_COLUMNS: list[tuple[str, str, str]] = [
+    # (key in a stage record, header, format)
+    ("stage", "stage", "{:d}"),
+    ("updates", "updates", "{:d}"),
+    ("reward/rollout_mean", "reward (rollouts)", "{:.3f}"),
+    ("reward/last_updates_mean", "reward (last updates)", "{:.3f}"),
+    ("verifier/masked", "masked", "{:d}"),
+    ("time/rollout", "rollout s", "{:.1f}"),
+    ("time/verify", "verify s", "{:.1f}"),
+    ("time/optimize", "optimize s", "{:.1f}"),
+    ("time/total", "total s", "{:.1f}"),
+]
+
+
+def _fmt(fmt: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
+    """A plain-text table (also readable in a log file)."""
+    headers = [h for _, h, _ in STAGE_COLUMNS]
+    rows = [[_fmt(f, s.get(k)) for k, _, f in STAGE_COLUMNS] for s in stages]
+    total_row = [_fmt(f, totals.get(k)) if k != "stage" else "all" for k, _, f in STAGE_COLUMNS]
+    widths = [max(len(h), *(len(r[i]) for r in [*rows, total_row])) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
+
+    rule = "  ".join("-" * w for w in widths)
+    out = [line(headers), rule, *(line(r) for r in rows), rule, line(total_row)]
+    extra = [f"engine switches: {totals.get('engine_switches', 0)}"]
+    if "reward/first_updates_mean" in totals:
+        extra.append(
+            f"reward over updates: {totals['reward/first_updates_mean']:.3f} (first) → "
+            f"{totals.get('reward/last_updates_mean', float('nan')):.3f} (last)"
+        )
+    return "\n".join(out + extra)
+
+
+def write_summary(run_dir: Path, stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
+    text = render_summary(stages, totals)
+    (run_dir / "summary.json").write_text(json.dumps({"stages": stages, "totals": totals}, indent=2))
+    (run_dir / "summary.txt").write_text(text + "\n")
+    return text
