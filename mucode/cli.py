@@ -69,6 +69,24 @@ def config_show(config: ConfigOption = None, overrides: OverridesArg = None) -> 
     typer.echo(format_config(resolve_config(config, overrides)))
 
 
+@config_app.command("keys")
+def config_keys(section: Annotated[str | None, typer.Argument(help="Only this section, e.g. algo.")] = None) -> None:
+    """List every config key with its type, default and meaning."""
+    sections = MucodeConfig.model_fields
+    if section is not None and section not in sections:
+        typer.secho(f"unknown section {section!r}; sections: {', '.join(sections)}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    defaults = MucodeConfig().model_dump(mode="json")
+    for name, field in sections.items():
+        if section is not None and name != section:
+            continue
+        typer.secho(f"[{name}]", bold=True)
+        model = field.annotation
+        for key, sub in model.model_fields.items():  # type: ignore[union-attr]
+            typer.echo(f"  {name}.{key} = {defaults[name][key]!r}")
+            typer.echo(f"      {sub.description or ''}")
+
+
 def _version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)

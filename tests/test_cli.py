@@ -47,3 +47,14 @@ def test_env_reports_versions() -> None:
 
     assert info["torch"] == torch.__version__.split("+")[0] or info["torch"] == torch.__version__
     assert "accelerators" in info
+
+
+def test_config_keys_documents_every_field() -> None:
+    from mucode.config import MucodeConfig
+
+    out = run("config", "keys")
+    assert out.returncode == 0, out.stderr
+    for section, field in MucodeConfig.model_fields.items():
+        for key, sub in field.annotation.model_fields.items():
+            assert f"{section}.{key} =" in out.stdout
+            assert sub.description, f"{section}.{key} has no docstring"
