@@ -170,6 +170,14 @@ class TrainConfig(_Section):
     """Write TensorBoard events next to metrics.jsonl."""
     wandb_project: str | None = None
     """Log to this Weights & Biases project as well (needs `pip install wandb`)."""
+    checkpoint_keep: int = Field(2, ge=1)
+    """How many checkpoints to keep on disk (oldest removed first)."""
+    groups_per_shard: int = Field(64, ge=1)
+    """Stage store: prompt groups per Parquet shard (a shard is written, and fsynced, as it fills)."""
+    log_entropy: bool = True
+    """Log the policy's entropy every update (costs a softmax over the vocabulary per token)."""
+    progress: bool = True
+    """Show a progress bar per phase (rollout, optimize)."""
 
 
 class VerifierConfig(_Section):
