@@ -1,0 +1,10 @@
+"""Reward programs: score a response against a task spec (SPEC §3).
+
+Built in: ``code`` (sandboxed tests) and ``math`` (math-verify). More come from installed packages
+through the ``mucode.rewards`` entry-point group (``registry``). Submodules are imported on use, so
+importing this package stays cheap and free of side effects.
+"""
+
+from mucode.rewards.types import INFRA_STATUSES, Item, Result, RewardContext, RewardProgram, RewardStatus
+
+__all__ = ["INFRA_STATUSES", "Item", "Result", "RewardContext", "RewardProgram", "RewardStatus"]

@@ -1,0 +1,121 @@
+"""The ``code`` reward program: 1.0 iff the extracted program passes every test in the sandbox.
+
+spec (SPEC §3): ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "time_limit_s"?,
+"memory_limit_mb"?, "extract"?: "last_fence"|"none"|"evalplus", "language"?}``. Extra fields pass
+through untouched. The job runs with ``stop_on_first_failure`` (a binary reward needs no more), so
+``details.tests`` lists the tests run up to the first failure. A sandbox infrastructure failure comes
+back as ``sandbox_error``: no reward signal, masked by the trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mucode.rewards.extract import extract_code
+from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.sandbox.types import CodeJob, JobResult, TestSpec
+
+__all__ = ["CodeReward", "CodeSpec", "TestsSpec"]
+
+MAX_TIME_LIMIT_S = 60.0
+MAX_MEMORY_LIMIT_MB = 8192
+
+
+class TestsSpec(BaseModel):
+    """The tests of one code task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["stdio", "call", "assert"] = Field(description="How the tests run the program.")
+    inputs: list[str] = Field(default_factory=list, description="stdio: stdin per test; call: JSON args, one per line.")
+    outputs: list[str] = Field(default_factory=list, description="Expected stdout (stdio) or JSON return value (call).")
+    fn_name: str | None = Field(default=None, description="call: the function or Solution method to call.")
+    assert_code: str | None = Field(default=None, description="assert: test code run after the program.")
+    entry_point: str | None = Field(default=None, description="assert: the function the tests call (optional).")
+
+    @model_validator(mode="after")
+    def _check_format(self) -> TestsSpec:
+        if self.format in ("stdio", "call"):
+            if not self.inputs:
+                raise ValueError(f"format {self.format!r} needs at least one test in 'inputs'")
+            if len(self.inputs) != len(self.outputs):
+                raise ValueError(
+                    f"'inputs' has {len(self.inputs)} tests but 'outputs' has {len(self.outputs)}; "
+                    "give one expected output per input"
+                )
+        if self.format == "call" and not self.fn_name:
+            raise ValueError("format 'call' needs 'fn_name' (the function or Solution method to call)")
+        if self.format == "assert" and not (self.assert_code and self.assert_code.strip()):
+            raise ValueError("format 'assert' needs 'assert_code' (test code run after the program)")
+        return self
+
+
+class CodeSpec(BaseModel):
+    """Task spec of a code item."""
+
+    model_config = ConfigDict(extra="allow")
+
+    tests: TestsSpec
+    checker: Literal["code_contests", "livecodebench", "exact"] = "code_contests"
+    time_limit_s: float = Field(5.0, gt=0, le=MAX_TIME_LIMIT_S, description="Per test.")
+    memory_limit_mb: int = Field(512, ge=16, le=MAX_MEMORY_LIMIT_MB)
+    extract: Literal["last_fence", "none", "evalplus"] = "last_fence"
+    language: Literal["python"] = "python"
+
+
+_VERDICT_TO_STATUS: dict[str, RewardStatus] = {s.value: s for s in RewardStatus}
+
+
+class CodeReward:
+    """Binary reward for a program: all tests pass in the sandbox."""
+
+    name: ClassVar[str] = "code"
+    spec_model: ClassVar[type[BaseModel]] = CodeSpec
+    needs: ClassVar[frozenset[str]] = frozenset({"sandbox"})
+
+    async def score(self, item: Item, ctx: RewardContext) -> Result:
+        spec = CodeSpec.model_validate(item.spec)
+        program = extract_code(item.response, spec.extract, spec.tests.entry_point or spec.tests.fn_name)
+        if program is None:
+            return Result(id=item.id, reward=0.0, status=RewardStatus.no_code,
+                          details={"error": f"no code found with extract={spec.extract!r}"})
+        if ctx.sandbox is None:
+            return Result.infra(item.id, RewardStatus.verifier_error, "this verifier was started without a sandbox")
+        job = CodeJob(
+            program=program,
+            tests=TestSpec(**spec.tests.model_dump()),
+            language=spec.language,
+            checker=spec.checker,
+            time_limit_s=spec.time_limit_s,
+            memory_limit_mb=spec.memory_limit_mb,
+            stop_on_first_failure=True,
+        )
+        try:
+            outcome = await ctx.sandbox.judge(job)
+        except Exception as exc:  # noqa: BLE001 - a backend failure is infrastructure, never a reward
+            return Result.infra(item.id, RewardStatus.sandbox_error, f"sandbox backend failed: {exc!r}"[:1000])
+        return _to_result(item.id, outcome)
+
+
+def _to_result(item_id: str | None, outcome: JobResult) -> Result:
+    status = _VERDICT_TO_STATUS[str(getattr(outcome.verdict, "value", outcome.verdict))]
+    details: dict[str, Any] = {
+        "wall_s": round(outcome.wall_s, 6),
+        "tests": [_test_details(t) for t in outcome.tests],
+    }
+    if outcome.error:
+        details["error"] = outcome.error
+    return Result(id=item_id, reward=1.0 if status is RewardStatus.correct else 0.0, status=status, details=details)
+
+
+def _test_details(test: Any) -> dict[str, Any]:
+    d = dataclasses.asdict(test) if dataclasses.is_dataclass(test) else dict(test)
+    d["verdict"] = str(getattr(test.verdict, "value", test.verdict))
+    for key in ("stdout", "stderr"):  # keep results small: the head of each stream is enough to debug
+        if isinstance(d.get(key), str) and len(d[key]) > 2000:
+            d[key] = d[key][:2000]
+            d["truncated"] = True
+    return d

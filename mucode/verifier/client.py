@@ -1,0 +1,197 @@
+"""``VerifierClient``: the async HTTP client trainers and evaluators use to get rewards.
+
+- Splits the items into batches of ``batch_size`` and sends up to ``max_concurrency`` at once, over
+  pooled connections, spreading batches over several base URLs (round robin).
+- Retries with exponential backoff on *infrastructure* errors only: connection failures, timeouts,
+  HTTP 408/429/5xx, and items that come back ``verifier_error``/``sandbox_error`` (only those items are
+  re-sent). A 4xx is the caller's mistake: it raises ``VerifierRequestError`` with the server's message.
+- When retries run out, the affected items come back with status ``verifier_error`` (or the last
+  infrastructure status the server gave): never raised per item, never a reward of 0/1 to trust.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import httpx
+
+__all__ = ["VerifierClient", "VerifierRequestError"]
+
+_INFRA = frozenset({"verifier_error", "sandbox_error"})
+_RETRY_CODES = frozenset({408, 429, 500, 502, 503, 504})
+T = TypeVar("T")
+
+
+class VerifierRequestError(ValueError):
+    """The verifier rejected the request (a 4xx): fix the items; retrying would not help."""
+
+    def __init__(self, status_code: int, error: str, problems: list[str]) -> None:
+        self.status_code = status_code
+        self.error = error
+        self.problems = problems
+        lines = [f"verifier rejected the request (HTTP {status_code}): {error}", *problems[:20]]
+        super().__init__("\n  ".join(lines))
+
+
+class VerifierClient:
+    def __init__(
+        self,
+        base_urls: str | list[str],
+        *,
+        token: str | None = None,
+        timeout_s: float = 300,
+        max_retries: int = 3,
+        batch_size: int = 64,
+        max_concurrency: int = 8,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 10.0,
+    ) -> None:
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        urls = [u.strip() for url in urls for u in url.split(",") if u.strip()]
+        if not urls:
+            raise ValueError("VerifierClient needs at least one base URL, e.g. 'http://127.0.0.1:8000'")
+        self.base_urls = [(u if "://" in u else f"http://{u}").rstrip("/") for u in urls]
+        if batch_size < 1 or max_concurrency < 1 or max_retries < 0:
+            raise ValueError("batch_size and max_concurrency must be >= 1 and max_retries >= 0")
+        self.token = token
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.batch_size = batch_size
+        self.max_concurrency = max_concurrency
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._next_url = itertools.cycle(range(len(self.base_urls)))
+        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._sync_loop: asyncio.AbstractEventLoop | None = None
+        self._sync_thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # -- public API ---------------------------------------------------------------------------
+    async def verify(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Scores ``items`` (SPEC §3 dicts); returns one result dict per item, in order."""
+        results: list[dict[str, Any] | None] = [None] * len(items)
+        pending = list(range(len(items)))
+        for attempt in range(self.max_retries + 1):
+            await self._run_round(items, pending, results)
+            pending = [i for i in pending if results[i] is not None and results[i]["status"] in _INFRA]  # type: ignore[index]
+            if not pending or attempt == self.max_retries:
+                break
+            await asyncio.sleep(self._backoff(attempt))
+        return [r if r is not None else _infra_result(items[i], "no result") for i, r in enumerate(results)]
+
+    def verify_sync(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Blocking ``verify`` (runs on a private event loop thread; do not call from async code)."""
+        return self._run_sync(self.verify(items))
+
+    async def aclose(self) -> None:
+        """Closes the connections of the current loop (and of the private loop of ``verify_sync``)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+        self._stop_sync_loop()
+
+    def close(self) -> None:
+        """Blocking ``aclose`` for users of ``verify_sync``."""
+        self._stop_sync_loop()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            limits = httpx.Limits(max_connections=self.max_concurrency * 2,
+                                  max_keepalive_connections=self.max_concurrency)
+            client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10.0), headers=headers,
+                                       limits=limits)
+            self._clients[loop] = client
+        return client
+
+    async def _run_round(self, items: list[dict[str, Any]], indices: list[int],
+                         results: list[dict[str, Any] | None]) -> None:
+        sem = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(batch: list[int]) -> None:
+            async with sem:
+                out = await self._post_batch([items[i] for i in batch])
+            for i, r in zip(batch, out, strict=True):
+                results[i] = r
+
+        batches = [indices[k : k + self.batch_size] for k in range(0, len(indices), self.batch_size)]
+        await asyncio.gather(*(one(b) for b in batches))
+
+    async def _post_batch(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One batch, retried on infrastructure errors; 4xx raises; exhaustion gives infra results."""
+        last_error = "not sent"
+        for attempt in range(self.max_retries + 1):
+            url = self.base_urls[next(self._next_url)] + "/v1/verify"
+            try:
+                response = await self._client().post(url, json={"items": batch})
+            except httpx.TransportError as exc:  # connect, read, timeouts, protocol
+                last_error = f"{type(exc).__name__} from {url}: {exc}"
+            else:
+                if response.status_code == 200:
+                    results = response.json()["results"]
+                    if len(results) != len(batch):
+                        last_error = f"{url} returned {len(results)} results for {len(batch)} items"
+                    else:
+                        return results
+                elif response.status_code in _RETRY_CODES:
+                    last_error = f"HTTP {response.status_code} from {url}: {response.text[:300]}"
+                else:
+                    raise _request_error(response)
+            if attempt < self.max_retries:
+                await asyncio.sleep(self._backoff(attempt))
+        return [_infra_result(item, f"verifier unreachable after {self.max_retries + 1} attempts: {last_error}")
+                for item in batch]
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            coro.close()
+            raise RuntimeError("verify_sync() was called from a running event loop; use `await client.verify()`")
+        with self._lock:
+            if self._sync_loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="mucode-verifier-client", daemon=True)
+                thread.start()
+                self._sync_loop, self._sync_thread = loop, thread
+        return asyncio.run_coroutine_threadsafe(coro, self._sync_loop).result()
+
+    def _stop_sync_loop(self) -> None:
+        with self._lock:
+            loop, thread = self._sync_loop, self._sync_thread
+            self._sync_loop = self._sync_thread = None
+        if loop is None or thread is None:
+            return
+        client = self._clients.pop(loop, None)
+        if client is not None:
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
+
+
+def _infra_result(item: dict[str, Any], error: str) -> dict[str, Any]:
+    return {"id": item.get("id"), "reward": 0.0, "status": "verifier_error", "details": {"error": error}}
+
+
+def _request_error(response: httpx.Response) -> VerifierRequestError:
+    try:
+        body = response.json()
+        error, problems = str(body.get("error", body)), [str(p) for p in body.get("problems", [])]
+    except ValueError:
+        error, problems = response.text[:500], []
+    return VerifierRequestError(response.status_code, error, problems)

@@ -1,0 +1,122 @@
+"""``mucode serve`` and ``mucode verify`` (registered on the main CLI by ``register(app)``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register"]
+
+
+def serve(
+    backend: Annotated[str, typer.Option(help="Sandbox backend: docker or local.")] = "docker",
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1, or MUCODE_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port (default 8000, or MUCODE_PORT).")] = None,
+    programs: Annotated[list[str] | None, typer.Option("--program", help="Serve only these programs.")] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the verifier service (settings: MUCODE_* environment variables, see docs/verifier.md)."""
+    import uvicorn
+    from pydantic import ValidationError
+
+    from mucode.verifier.app import create_app
+    from mucode.verifier.settings import VerifierSettings
+
+    overrides: dict[str, Any] = {"backend": backend}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    if programs:
+        overrides["programs"] = programs
+    try:
+        settings = VerifierSettings(**overrides)
+    except ValidationError as err:
+        typer.secho(f"invalid verifier settings:\n{err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
+        typer.secho(f"warning: serving on {settings.host} without a token; set MUCODE_TOKEN to require one",
+                    fg=typer.colors.YELLOW, err=True)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level,
+                access_log=False)
+
+
+def verify(
+    program: Annotated[str, typer.Option(help="Reward program for items that name none (e.g. code, math).")],
+    input: Annotated[Path, typer.Option("--input", "-i", help="JSONL file, one item per line ('-': stdin).")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="JSONL results (default: stdout).")] = None,
+    backend: Annotated[str, typer.Option(help="Sandbox backend for code: docker or local.")] = "local",
+    math_workers: Annotated[int | None, typer.Option(help="math-verify worker processes.")] = None,
+) -> None:
+    """Score items without a server, through the same code as the service (one result line per item)."""
+    from pydantic import ValidationError
+
+    from mucode.rewards.types import Item
+    from mucode.verifier.core import Verifier
+    from mucode.verifier.settings import VerifierSettings
+
+    text = sys.stdin.read() if str(input) == "-" else _read(input)
+    items: list[Item] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            if not isinstance(raw, dict):
+                raise ValueError("each line must be a JSON object")
+            raw.setdefault("program", program)
+            items.append(Item.model_validate(raw))
+        except (ValueError, ValidationError) as err:
+            typer.secho(f"{input}:{lineno}: not a valid item: {err}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2) from None
+    names = sorted({item.program for item in items} | {program})
+    overrides: dict[str, Any] = {"backend": backend, "programs": names, "run_code": False}
+    if math_workers is not None:
+        overrides["math_workers"] = math_workers
+    try:
+        core = Verifier(VerifierSettings(**overrides))
+    except (KeyError, ValueError, RuntimeError) as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    problems = core.validate(items)
+    if problems:
+        typer.secho(f"{len(problems)} invalid item(s):\n" + "\n".join(f"  {p}" for p in problems[:50]),
+                    fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    results = asyncio.run(_run(core, items))
+    lines = "".join(r.model_dump_json() + "\n" for r in results)
+    if output is None:
+        sys.stdout.write(lines)
+    else:
+        output.write_text(lines, encoding="utf-8")
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status.value] = counts.get(r.status.value, 0) + 1
+    typer.echo(f"{len(results)} items: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), err=True)
+
+
+async def _run(core: Any, items: list[Any]) -> list[Any]:
+    await core.start()
+    try:
+        return await core.verify(items)
+    finally:
+        await core.close()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        typer.secho(f"cannot read {path}: {err.strerror}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Adds ``serve`` and ``verify`` to the main CLI."""
+    app.command("serve")(serve)
+    app.command("verify")(verify)

@@ -1,0 +1,1 @@
+"""One router per concern: verify, run_code (SandboxFusion), health, metrics."""

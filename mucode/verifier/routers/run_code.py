@@ -1,0 +1,65 @@
+"""``POST /run_code``: SandboxFusion-compatible, so verl's ``sandbox_fusion`` reward route works unchanged.
+
+Deviations from SandboxFusion: Python only (another language is a 422), no ``files``/``fetch_files``
+(a 422 when non-empty), ``compile_timeout`` is ignored (nothing is compiled). An infrastructure failure
+is ``status: SandboxError`` (verl maps it to -1, not to a wrong answer).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, status
+
+from mucode.verifier.deps import Authorized, VerifierDep
+from mucode.verifier.schemas import ErrorResponse, RunCodeRequest, RunCodeResponse, RunResult
+
+router = APIRouter(tags=["sandboxfusion"])
+
+_DEFAULT_MEMORY_MB = 1024
+_RUN_STATUS = {"correct": "Finished", "runtime_error": "Error", "time_limit": "TimeLimitExceeded",
+               "memory_limit": "Error", "output_limit": "Error", "wrong_answer": "Finished",
+               "compile_error": "Error"}
+
+
+@router.post("/run_code", response_model=RunCodeResponse, dependencies=[Authorized],
+             responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 503)})
+async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeResponse:
+    """Runs one program with one stdin and returns its exit status and output (no checking)."""
+    from mucode.sandbox.types import RawRun, Verdict
+
+    problems = []
+    if request.language.lower() not in ("python", "python3"):
+        problems.append(f"language: {request.language!r} is not supported; mucode runs 'python' only")
+    if request.files or request.fetch_files:
+        problems.append("files/fetch_files: not supported by mucode; inline the data into code or stdin")
+    if request.run_timeout > verifier.settings.run_code_max_timeout_s:
+        problems.append(f"run_timeout: {request.run_timeout} s is over the limit of "
+                        f"{verifier.settings.run_code_max_timeout_s} s (MUCODE_RUN_CODE_MAX_TIMEOUT_S)")
+    if request.memory_limit_MB != -1 and not 16 <= request.memory_limit_MB <= 8192:
+        problems.append(f"memory_limit_MB: {request.memory_limit_MB} is outside 16..8192 (or -1 for the default)")
+    if problems:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
+                            detail={"error": "invalid run_code request", "problems": problems})
+    sandbox = verifier.ctx.sandbox
+    if sandbox is None or not verifier.settings.run_code:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            detail="this verifier serves no sandbox (started with MUCODE_RUN_CODE=false)")
+    run = RawRun(program=request.code, stdin=request.stdin or "", language="python",
+                 time_limit_s=request.run_timeout,
+                 memory_limit_mb=_DEFAULT_MEMORY_MB if request.memory_limit_MB == -1 else request.memory_limit_MB)
+    try:
+        outcome = await sandbox.run_raw(run)
+    except Exception as exc:  # noqa: BLE001 - infrastructure: SandboxFusion's SandboxError
+        verifier.metrics.items.labels("run_code", "sandbox_error").inc()
+        return RunCodeResponse(status="SandboxError", message=f"sandbox backend failed: {exc!r}"[:1000])
+    verdict = Verdict(outcome.verdict)
+    verifier.metrics.items.labels("run_code", verdict.value).inc()
+    if verdict is Verdict.sandbox_error:
+        return RunCodeResponse(status="SandboxError", message=outcome.stderr[:1000] or "sandbox error")
+    result = RunResult(
+        status=_RUN_STATUS.get(verdict.value, "Error"),  # type: ignore[arg-type]
+        execution_time=outcome.wall_s, return_code=outcome.exit_code,
+        stdout=outcome.stdout, stderr=outcome.stderr,
+    )
+    ok = verdict is Verdict.correct
+    return RunCodeResponse(status="Success" if ok else "Failed", message="" if ok else verdict.value,
+                           run_result=result)

@@ -1,0 +1,103 @@
+"""Request and response models of the HTTP API (with the examples shown on the OpenAPI page)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mucode.rewards.types import Item, Result
+
+__all__ = ["ErrorResponse", "RunCodeRequest", "RunCodeResponse", "RunResult", "VerifyRequest", "VerifyResponse"]
+
+_CODE_ITEM = {
+    "id": "p1-s0",
+    "program": "code",
+    "response": "Here is my solution:\n```python\nprint(sum(map(int, input().split())))\n```",
+    "spec": {"tests": {"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]}, "time_limit_s": 2},
+}
+_CALL_ITEM = {
+    "id": "p2-s0",
+    "program": "code",
+    "response": "```python\nclass Solution:\n    def add(self, a, b):\n        return a + b\n```",
+    "spec": {"tests": {"format": "call", "fn_name": "add", "inputs": ["1\n2"], "outputs": ["3"]},
+             "checker": "exact"},
+}
+_ASSERT_ITEM = {
+    "id": "p3-s0",
+    "program": "code",
+    "response": "```python\ndef inc(x):\n    return x + 1\n```",
+    "spec": {"tests": {"format": "assert", "assert_code": "assert inc(1) == 2", "entry_point": "inc"}},
+}
+_MATH_ITEM = {"id": "m1-s0", "program": "math", "response": "So the answer is $\\boxed{\\frac12}$.",
+              "spec": {"answer": "0.5"}}
+
+
+class VerifyRequest(BaseModel):
+    """A batch of items; items of different programs may be mixed."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_CODE_ITEM, _CALL_ITEM, _ASSERT_ITEM,
+                                                                             _MATH_ITEM]}]})
+
+    items: list[Item] = Field(description="Items to score (SPEC §3 item contract).")
+
+
+class VerifyResponse(BaseModel):
+    """One result per item, in the order of the request."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"results": [
+        {"id": "p1-s0", "reward": 1.0, "status": "correct", "details": {"wall_s": 0.004, "tests": []}},
+        {"id": "m1-s0", "reward": 1.0, "status": "correct", "details": {"extracted": "\\frac{1}{2}"}},
+    ]}]})
+
+    results: list[Result]
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx answer: what is wrong, and (for item problems) one line per problem."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "error": "invalid items: 1 problem",
+        "problems": ["items[0].spec.tests: Value error, format 'call' needs 'fn_name' (the function or "
+                     "Solution method to call)"],
+    }]})
+
+    error: str
+    problems: list[str] = Field(default_factory=list)
+
+
+class RunCodeRequest(BaseModel):
+    """SandboxFusion's ``/run_code`` request (the fields verl's sandbox_fusion client sends)."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [{
+        "code": "print(input()[::-1])", "stdin": "abc\n", "language": "python",
+        "run_timeout": 10, "memory_limit_MB": 1024,
+    }]})
+
+    code: str
+    language: str = "python"
+    stdin: str | None = None
+    compile_timeout: float = Field(10.0, ge=0)
+    run_timeout: float = Field(10.0, gt=0)
+    memory_limit_MB: int = Field(-1, description="-1: the default (1024 MB).")
+    files: dict[str, str | None] = Field(default_factory=dict, description="Not supported: must be empty.")
+    fetch_files: list[str] = Field(default_factory=list, description="Not supported: must be empty.")
+
+
+class RunResult(BaseModel):
+    status: Literal["Finished", "Error", "TimeLimitExceeded"]
+    execution_time: float | None = None
+    return_code: int | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+
+
+class RunCodeResponse(BaseModel):
+    """SandboxFusion's ``/run_code`` response. ``status``: Success iff the program exited 0."""
+
+    status: Literal["Success", "Failed", "SandboxError"]
+    message: str = ""
+    compile_result: RunResult | None = None
+    run_result: RunResult | None = None
+    executor_pod_name: str | None = None
+    files: dict[str, Any] = Field(default_factory=dict)
