@@ -1,0 +1,178 @@
+"""asyncio client for the in-sandbox executor (``sandbox/executor.py``) and a pool of its slots.
+
+An *endpoint* is one executor: a job socket ``<name>.sock`` (one connection per job) and a health
+socket ``<name>.ctl``. The wire format (4-byte big-endian length + JSON) is the one of
+``sandbox/protocol.py``; it is re-implemented here because ``mucode`` never imports the in-image
+code. ``SlotPool`` hands out free slots across endpoints, so a backend never queues more jobs on an
+executor than it has slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 512 << 20
+
+
+class ExecutorError(Exception):
+    """The executor could not be reached, broke the protocol, or went away mid-job."""
+
+
+class ExecutorRejected(ExecutorError):
+    """The executor refused the request (an ``error`` frame: bad fields, unknown language)."""
+
+
+async def _send(writer: asyncio.StreamWriter, obj: dict) -> None:
+    data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
+    writer.write(_HEADER.pack(len(data)) + data)
+    await writer.drain()
+
+
+async def _recv(reader: asyncio.StreamReader) -> dict:
+    try:
+        head = await reader.readexactly(_HEADER.size)
+        (length,) = _HEADER.unpack(head)
+        if length > MAX_FRAME_BYTES:
+            raise ExecutorError(f"executor sent a frame of {length} bytes")
+        body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise ExecutorError("executor closed the connection mid-job") from exc
+    obj = json.loads(body)
+    if not isinstance(obj, dict):
+        raise ExecutorError("executor sent a non-object frame")
+    return obj
+
+
+def ctl_path_for(socket_path: str | Path) -> Path:
+    p = Path(socket_path)
+    return p.with_suffix(".ctl") if p.suffix == ".sock" else Path(str(p) + ".ctl")
+
+
+@dataclass(eq=False)
+class Endpoint:
+    """One executor. ``slots`` comes from its health reply."""
+
+    name: str
+    socket_path: Path
+    slots: int = 1
+    free: int = 0
+    alive: bool = True
+    info: dict = field(default_factory=dict)
+
+    async def ping(self, timeout_s: float = 5.0) -> dict:
+        """The executor's health reply (raises ExecutorError when it does not answer)."""
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(str(ctl_path_for(self.socket_path))), timeout_s)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise ExecutorError(f"{self.name}: health socket unreachable: {exc!r}") from exc
+        try:
+            await _send(writer, {"op": "ping"})
+            reply = await asyncio.wait_for(_recv(reader), timeout_s)
+        except (OSError, asyncio.TimeoutError, ValueError) as exc:
+            raise ExecutorError(f"{self.name}: no health reply: {exc!r}") from exc
+        finally:
+            writer.close()
+        self.info = reply
+        return reply
+
+    async def run(self, request: dict, keep_going: Callable[[dict], bool],
+                  timeout_s: float) -> list[dict]:
+        """Run one job; ``keep_going(test_frame)`` decides whether the next test runs.
+        Returns the test frames received. Raises ExecutorError on any infrastructure failure."""
+        n_tests = max(1, len(request.get("inputs") or []))
+        if request.get("mode") == "assert":
+            n_tests = 1
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(str(self.socket_path), limit=1 << 20), 10.0)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise ExecutorError(f"{self.name}: job socket unreachable: {exc!r}") from exc
+        frames: list[dict] = []
+        try:
+            await _send(writer, request)
+            while True:
+                frame = await asyncio.wait_for(_recv(reader), timeout_s)
+                ev = frame.get("ev")
+                if ev == "done":
+                    return frames
+                if ev == "error":
+                    raise ExecutorRejected(str(frame.get("message")))
+                if ev != "test":
+                    raise ExecutorError(f"{self.name}: unexpected frame {ev!r}")
+                frames.append(frame)
+                if len(frames) >= n_tests:
+                    continue  # "done" follows
+                if keep_going(frame):
+                    await _send(writer, {"op": "next"})
+                else:
+                    await _send(writer, {"op": "stop"})
+                    return frames
+        except asyncio.TimeoutError as exc:
+            raise ExecutorError(f"{self.name}: no reply within {timeout_s:.0f} s") from exc
+        except (OSError, ValueError) as exc:
+            raise ExecutorError(f"{self.name}: connection failed mid-job: {exc!r}") from exc
+        finally:
+            writer.close()
+
+
+class NoSandbox(ExecutorError):
+    """No healthy executor slot became free in time."""
+
+
+class SlotPool:
+    """Free slots over a changing set of endpoints. Create inside the running event loop."""
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+        self.endpoints: dict[str, Endpoint] = {}
+
+    async def add(self, ep: Endpoint) -> None:
+        async with self._cond:
+            ep.free = ep.slots
+            ep.alive = True
+            self.endpoints[ep.name] = ep
+            self._cond.notify_all()
+
+    async def remove(self, name: str) -> Endpoint | None:
+        async with self._cond:
+            ep = self.endpoints.pop(name, None)
+            if ep is not None:
+                ep.alive = False
+            return ep
+
+    async def acquire(self, timeout_s: float) -> Endpoint:
+        def pick() -> Endpoint | None:
+            best = max((e for e in self.endpoints.values() if e.alive and e.free > 0),
+                       key=lambda e: e.free, default=None)
+            return best
+
+        async with self._cond:
+            try:
+                await asyncio.wait_for(self._cond.wait_for(lambda: pick() is not None), timeout_s)
+            except asyncio.TimeoutError:
+                raise NoSandbox(f"no sandbox slot became free within {timeout_s:.0f} s "
+                                f"({len(self.endpoints)} executors known)") from None
+            ep = pick()
+            assert ep is not None
+            ep.free -= 1
+            return ep
+
+    async def release(self, ep: Endpoint) -> None:
+        async with self._cond:
+            ep.free += 1
+            self._cond.notify_all()
+
+    @property
+    def total_slots(self) -> int:
+        return sum(e.slots for e in self.endpoints.values() if e.alive)
+
+    @property
+    def idle_slots(self) -> int:
+        return sum(e.free for e in self.endpoints.values() if e.alive)

@@ -1,0 +1,192 @@
+"""The ``local`` backend: the sandbox executor on this host, in fresh Linux namespaces.
+
+``start()`` runs, as root, ``env -i unshare --net --pid --mount --ipc --uts --fork --kill-child
+sh sandbox/jail.sh ...``: the executor becomes pid 1 of a new pid namespace, with no network
+interface but a down loopback, inside a minimal read-only root (the host's /usr, /bin, /lib* bound
+read-only, a private /proc, a tmpfs scratch dir per slot owned by that slot's uid); see
+``sandbox/jail.sh``. Jobs reach it through a Unix socket in a private temp dir. Every test runs in a
+fresh process under the slot's unprivileged uid with the executor's rlimits (see sandbox/runner.py).
+
+What it does NOT protect against, compared with ``docker``:
+- No cgroup: memory is bounded per process by RLIMIT_AS and per slot only by RLIMIT_NPROC x
+  RLIMIT_AS; CPU is bounded per process by RLIMIT_CPU and by the wall-clock kill, not by a CPU
+  quota; there is no pids cgroup (RLIMIT_NPROC per slot uid instead). A run can use every core.
+- No seccomp filter (docker applies its default profile): the whole syscall surface of the host
+  kernel is reachable by the program, as an unprivileged uid.
+- The host's /usr, /bin and /lib are visible (read-only): installed software, its versions and
+  configuration under /usr are readable. /etc, /home, /root, /tmp, /var and the repo are not.
+- The executor itself runs as the host's root with all capabilities inside the namespaces; a kernel
+  bug that lets a program become root in there is a host root compromise. Docker adds a dropped
+  capability set, no-new-privileges on the container and a separate root filesystem.
+- Slot uids (``uid_base`` ...) are real host uids: they must not be used by anything else on the
+  host (RLIMIT_NPROC counts every process of the uid, host-wide).
+Needs root (or CAP_SYS_ADMIN) and ``unshare`` from util-linux.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+from mucode.sandbox.client import Endpoint, ExecutorError, SlotPool
+from mucode.sandbox.pooled import PooledBackend
+
+UNSHARE_FLAGS = ("--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child")
+
+
+def default_executor_dir() -> Path:
+    """The repo's ``sandbox/`` dir (next to the ``mucode`` package)."""
+    return Path(__file__).resolve().parents[2] / "sandbox"
+
+
+class LocalBackend(PooledBackend):
+    """One jailed executor with ``slots`` concurrent runs.
+
+    Options: ``slots`` (concurrent runs, default 2), ``uid_base`` (slot i runs as uid_base+i,
+    default 61000), ``scratch_mb`` (tmpfs per slot), ``python`` (interpreter under /usr used inside
+    the jail), ``executor_dir`` (default: the repo's sandbox/), ``nproc``/``fsize_mb``/
+    ``output_limit_bytes``/``wall_factor`` (executor limits), ``start_timeout_s``,
+    ``health_interval_s`` (restart a dead jail; 0 disables).
+    """
+
+    name = "local"
+
+    def __init__(self, *, slots: int = 2, uid_base: int = 61000, scratch_mb: int = 64,
+                 python: str = "/usr/bin/python3", executor_dir: str | Path | None = None,
+                 nproc: int = 64, fsize_mb: int = 32, output_limit_bytes: int = 16 << 20,
+                 wall_factor: float = 2.0, start_timeout_s: float = 20.0,
+                 health_interval_s: float = 5.0, acquire_timeout_s: float = 600.0) -> None:
+        super().__init__(acquire_timeout_s=acquire_timeout_s)
+        self.slots = slots
+        self.uid_base = uid_base
+        self.scratch_mb = scratch_mb
+        self.python = python
+        self.executor_dir = Path(executor_dir) if executor_dir else default_executor_dir()
+        self.executor_args = ["--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
+                              "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor)]
+        self.start_timeout_s = start_timeout_s
+        self.health_interval_s = health_interval_s
+        self._workdir: Path | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._monitor: asyncio.Task | None = None
+        self._lock: asyncio.Lock | None = None
+        self.restarts = 0
+
+    @property
+    def slot_uids(self) -> list[int]:
+        return [self.uid_base + i for i in range(self.slots)]
+
+    def _check_host(self) -> None:
+        if os.geteuid() != 0:
+            raise RuntimeError("the local sandbox backend needs root (it creates namespaces and switches "
+                               "uids): run as root, or use the docker backend")
+        if shutil.which("unshare") is None:
+            raise RuntimeError("the local sandbox backend needs `unshare` (apt-get install util-linux)")
+        if not (self.executor_dir / "executor.py").is_file():
+            raise RuntimeError(f"executor not found in {self.executor_dir}; pass executor_dir=<repo>/sandbox")
+        real = os.path.realpath(self.python)
+        if not real.startswith(("/usr/", "/bin/", "/lib")) or not os.access(real, os.X_OK):
+            raise RuntimeError(f"python={self.python!r} must be an interpreter under /usr (it is the only "
+                               "tree visible in the jail), e.g. /usr/bin/python3 (apt-get install python3)")
+
+    async def start(self) -> None:
+        if self._pool is not None:
+            return
+        self._check_host()
+        self._pool = SlotPool()
+        self._lock = asyncio.Lock()
+        await self._launch()
+        if self.health_interval_s > 0:
+            self._monitor = asyncio.create_task(self._watch())
+
+    async def _launch(self) -> None:
+        self._workdir = Path(tempfile.mkdtemp(prefix="mucode-local-"))
+        (self._workdir / "run").mkdir(mode=0o700)
+        (self._workdir / "root").mkdir(mode=0o700)
+        cmd = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "unshare", *UNSHARE_FLAGS, "sh",
+               str(self.executor_dir / "jail.sh"), str(self._workdir), str(self.slots), str(self.uid_base),
+               str(self.scratch_mb), self.python, *self.executor_args]
+        log_path = self._workdir / "jail.log"
+        with open(log_path, "wb") as log:
+            self._proc = await asyncio.create_subprocess_exec(
+                *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        ep = Endpoint(name=f"local-{self._proc.pid}", socket_path=self._workdir / "run" / "executor.sock",
+                      slots=self.slots)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.start_timeout_s
+        while True:
+            if self._proc.returncode is not None:
+                err = log_path.read_text(errors="replace")
+                code = self._proc.returncode
+                await self._teardown()
+                raise RuntimeError(f"the local sandbox jail exited at start (code {code}): {err.strip()[-2000:]}")
+            try:
+                info = await ep.ping(timeout_s=2.0)
+                break
+            except ExecutorError:
+                if loop.time() > deadline:
+                    await self._teardown()
+                    raise RuntimeError(f"the local sandbox executor did not answer within "
+                                       f"{self.start_timeout_s:.0f} s") from None
+                await asyncio.sleep(0.05)
+        ep.slots = int(info.get("slots", self.slots))
+        await self.pool.add(ep)
+
+    async def _teardown(self) -> None:
+        if self._pool is not None:
+            for name in list(self._pool.endpoints):
+                await self._pool.remove(name)
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            try:  # --kill-child: SIGKILL to unshare kills the executor, pid 1 of the namespace,
+                os.kill(proc.pid, signal.SIGKILL)  # and with it everything in the namespace
+            except ProcessLookupError:
+                pass
+        if proc is not None:
+            await proc.wait()
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    async def _restart(self) -> None:
+        assert self._lock is not None
+        async with self._lock:
+            await self._teardown()
+            self.restarts += 1
+            await self._launch()
+
+    async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
+        try:
+            info = await ep.ping(timeout_s=2.0)
+            if info.get("ok"):
+                return
+        except ExecutorError:
+            pass
+        if self._pool is not None and ep.name in self._pool.endpoints:
+            await self._restart()
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.health_interval_s)
+            for ep in list(self.pool.endpoints.values()):
+                await self._executor_failed(ep, RuntimeError("health check"))
+
+    async def health(self) -> dict[str, object]:
+        out = await super().health()
+        out["restarts"] = self.restarts
+        return out
+
+    async def close(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+            try:
+                await self._monitor
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._monitor = None
+        await self._teardown()
+        self._pool = None

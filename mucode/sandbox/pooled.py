@@ -1,0 +1,180 @@
+"""What both backends share: turning a CodeJob into executor requests over a pool of slots,
+checking outputs here (outside the sandbox), and building JobResults.
+
+Subclasses provide the executors (``start``/``close``) and react to a failed executor
+(``_executor_failed``): the job that was running there gets ``sandbox_error``, never a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from mucode.sandbox.checkers import check
+from mucode.sandbox.client import Endpoint, ExecutorError, ExecutorRejected, SlotPool
+from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, Verdict
+
+logger = logging.getLogger(__name__)
+
+_STATUS_TO_VERDICT = {v.value: v for v in Verdict}
+
+
+def build_request(job: CodeJob) -> dict[str, Any]:
+    """The executor request for a job (inputs only; the expected outputs stay here).
+    Raises ValueError for a malformed job."""
+    t = job.tests
+    if t.format not in ("stdio", "call", "assert"):
+        raise ValueError(f"tests.format must be stdio, call or assert, not {t.format!r}")
+    if t.format == "assert":
+        if not t.assert_code:
+            raise ValueError("tests.format 'assert' needs assert_code")
+        inputs: list[str] = []
+    else:
+        if not t.inputs:
+            raise ValueError(f"tests.format {t.format!r} needs at least one input")
+        if len(t.inputs) != len(t.outputs):
+            raise ValueError(f"tests have {len(t.inputs)} inputs but {len(t.outputs)} outputs")
+        if t.format == "call" and not t.fn_name:
+            raise ValueError("tests.format 'call' needs fn_name")
+        inputs = list(t.inputs)
+    if not job.time_limit_s > 0 or job.memory_limit_mb < 16:
+        raise ValueError("time_limit_s must be > 0 and memory_limit_mb >= 16")
+    return {
+        "op": "run", "language": job.language, "mode": t.format, "program": job.program,
+        "inputs": inputs, "fn_name": t.fn_name, "assert_code": t.assert_code,
+        "entry_point": t.entry_point, "time_limit_s": job.time_limit_s,
+        "memory_limit_mb": job.memory_limit_mb,
+    }
+
+
+def call_results_equal(expected: str, actual: str, checker: str) -> bool:
+    """call format: the return value's JSON equals the expected JSON (falls back to the checker
+    on the raw strings when the expected output is not JSON)."""
+    try:
+        exp = json.loads(expected)
+    except ValueError:
+        return check(checker, expected, actual)
+    try:
+        return bool(json.loads(actual) == exp)
+    except ValueError:
+        return False
+
+
+def to_outcome(frame: dict[str, Any], verdict: Verdict) -> TestOutcome:
+    return TestOutcome(
+        verdict=verdict, stdout=frame.get("stdout", ""), stderr=frame.get("stderr", ""),
+        truncated=bool(frame.get("truncated")), exit_code=frame.get("exit_code"),
+        signal=frame.get("signal"), wall_s=float(frame.get("wall_s", 0.0)),
+        cpu_s=float(frame.get("cpu_s", 0.0)), peak_memory_mb=float(frame.get("peak_memory_mb", 0.0)),
+        limit_hit=frame.get("limit_hit"),
+    )
+
+
+def judge_frame(job: CodeJob, frame: dict[str, Any]) -> TestOutcome:
+    status = frame.get("status")
+    if status != "ok":
+        return to_outcome(frame, _STATUS_TO_VERDICT.get(str(status), Verdict.sandbox_error))
+    t = job.tests
+    if t.format == "assert":
+        ok = True
+    else:
+        expected = t.outputs[int(frame["index"])]
+        actual = frame.get("stdout", "")
+        ok = (call_results_equal(expected, actual, job.checker) if t.format == "call"
+              else check(job.checker, expected, actual))
+    return to_outcome(frame, Verdict.correct if ok else Verdict.wrong_answer)
+
+
+class PooledBackend:
+    """Shared judge/run_raw/health over a SlotPool; subclasses fill the pool."""
+
+    name = "pooled"
+
+    def __init__(self, *, acquire_timeout_s: float = 600.0, reply_slack_s: float = 30.0) -> None:
+        self.acquire_timeout_s = acquire_timeout_s
+        self.reply_slack_s = reply_slack_s
+        self._pool: SlotPool | None = None
+
+    @property
+    def pool(self) -> SlotPool:
+        if self._pool is None:
+            raise RuntimeError(f"{self.name} sandbox backend not started: await backend.start() first")
+        return self._pool
+
+    async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
+        """Called when a job on ``ep`` failed for infrastructure reasons."""
+
+    async def _run(self, request: dict[str, Any], keep_going: Any, time_limit_s: float) -> tuple[list[dict], str | None]:
+        try:
+            ep = await self.pool.acquire(self.acquire_timeout_s)
+        except ExecutorError as exc:
+            return [], str(exc)
+        try:
+            frames = await ep.run(request, keep_going, timeout_s=2 * time_limit_s + self.reply_slack_s)
+            return frames, None
+        except ExecutorRejected as exc:
+            raise ValueError(f"the sandbox rejected the job: {exc}") from None
+        except ExecutorError as exc:
+            logger.warning("sandbox executor %s failed mid-job: %s", ep.name, exc)
+            await self._executor_failed(ep, exc)
+            return [], str(exc)
+        finally:
+            await self.pool.release(ep)
+
+    async def judge(self, job: CodeJob) -> JobResult:
+        start = time.monotonic()
+        request = build_request(job)
+        outcomes: list[TestOutcome] = []
+
+        def keep_going(frame: dict[str, Any]) -> bool:
+            outcome = judge_frame(job, frame)
+            outcomes.append(outcome)
+            return outcome.verdict is Verdict.correct or not job.stop_on_first_failure
+
+        frames, error = await self._run(request, keep_going, job.time_limit_s)
+        for frame in frames[len(outcomes):]:  # the last frame is not passed to keep_going
+            outcomes.append(judge_frame(job, frame))
+        wall = time.monotonic() - start
+        if error is not None:
+            return JobResult(Verdict.sandbox_error, outcomes, wall, error=error)
+        bad = [o for o in outcomes if o.verdict is not Verdict.correct]
+        infra = [f for f in frames if f.get("status") == "sandbox_error"]
+        if infra:
+            return JobResult(Verdict.sandbox_error, outcomes, wall, error=str(infra[0].get("message")))
+        expected_tests = 1 if job.tests.format == "assert" else len(job.tests.inputs)
+        if not bad and len(outcomes) != expected_tests:
+            return JobResult(Verdict.sandbox_error, outcomes, wall,
+                             error=f"executor ran {len(outcomes)} of {expected_tests} tests")
+        return JobResult(bad[0].verdict if bad else Verdict.correct, outcomes, wall)
+
+    async def run_raw(self, run: RawRun) -> TestOutcome:
+        request = {"op": "run", "language": run.language, "mode": "stdio", "program": run.program,
+                   "inputs": [run.stdin], "time_limit_s": run.time_limit_s,
+                   "memory_limit_mb": run.memory_limit_mb}
+        frames, error = await self._run(request, lambda _: False, run.time_limit_s)
+        if error is not None or not frames:
+            return TestOutcome(Verdict.sandbox_error, "", error or "no result", False, None, None,
+                               0.0, 0.0, 0.0, None)
+        frame = frames[0]
+        status = frame.get("status")
+        verdict = Verdict.correct if status == "ok" else _STATUS_TO_VERDICT.get(str(status), Verdict.sandbox_error)
+        return to_outcome(frame, verdict)
+
+    async def health(self) -> dict[str, object]:
+        if self._pool is None:
+            return {"ok": False, "pool_size": 0, "idle": 0, "error": "not started"}
+        executors = {}
+        ok = bool(self._pool.endpoints)
+        for ep in list(self._pool.endpoints.values()):
+            try:
+                info = await ep.ping()
+                executors[ep.name] = {"ok": bool(info.get("ok")), "slots": ep.slots, "free": ep.free,
+                                      "busy": info.get("busy")}
+                ok = ok and bool(info.get("ok"))
+            except ExecutorError as exc:
+                executors[ep.name] = {"ok": False, "error": str(exc)}
+                ok = False
+        return {"ok": ok, "backend": self.name, "pool_size": self._pool.total_slots,
+                "idle": self._pool.idle_slots, "executors": executors}

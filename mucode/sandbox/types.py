@@ -1,0 +1,102 @@
+"""Typed contract of the sandbox backends (names fixed by the team contract).
+
+A ``CodeJob`` is a program plus its tests; a backend runs it and returns a ``JobResult`` with one
+``TestOutcome`` per test that ran. Expected outputs stay on this side: the executor only ever sees
+the program and the inputs; outputs are compared here (checkers.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal
+
+
+class Verdict(str, Enum):
+    """Per test and per job. ``sandbox_error`` is an infrastructure failure, never a reward."""
+
+    correct = "correct"
+    wrong_answer = "wrong_answer"
+    runtime_error = "runtime_error"
+    time_limit = "time_limit"
+    memory_limit = "memory_limit"
+    output_limit = "output_limit"
+    compile_error = "compile_error"
+    sandbox_error = "sandbox_error"
+
+
+TestFormat = Literal["stdio", "call", "assert"]
+CheckerName = Literal["code_contests", "livecodebench", "exact"]
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """SPEC §3 code spec ``tests``."""
+
+    __test__ = False  # not a pytest test class
+
+    format: TestFormat
+    inputs: list[str] = field(default_factory=list)
+    """stdio: one stdin per test; call: one test per entry, one JSON argument per line."""
+    outputs: list[str] = field(default_factory=list)
+    """Expected stdout (stdio) or JSON return value (call), same length as inputs."""
+    fn_name: str | None = None
+    """call: a top-level function, or a method of ``Solution()``."""
+    assert_code: str | None = None
+    """assert: test code run after the program; the test passes iff the process exits 0."""
+    entry_point: str | None = None
+    """assert: when set, ``check(<entry_point>)`` is appended (HumanEval style)."""
+
+
+@dataclass(frozen=True)
+class CodeJob:
+    program: str
+    tests: TestSpec
+    language: str = "python"
+    checker: CheckerName = "code_contests"
+    time_limit_s: float = 5.0
+    """Per test, CPU time; the wall-clock limit is 2x + 0.5 s (executor --wall-factor)."""
+    memory_limit_mb: int = 512
+    """Per test process: address space (RLIMIT_AS), so it counts virtual memory."""
+    stop_on_first_failure: bool = True
+
+
+@dataclass
+class TestOutcome:
+    """One test (or one raw run)."""
+
+    __test__ = False
+
+    verdict: Verdict
+    stdout: str
+    stderr: str
+    truncated: bool
+    exit_code: int | None
+    signal: int | None
+    wall_s: float
+    cpu_s: float
+    peak_memory_mb: float
+    limit_hit: str | None
+    """None, or which limit ended the run: "cpu_time", "wall_time", "memory", "output"."""
+
+
+@dataclass
+class JobResult:
+    verdict: Verdict
+    """correct iff every test is correct; sandbox_error on an infrastructure failure; otherwise the
+    verdict of the first test that was not correct."""
+    tests: list[TestOutcome]
+    wall_s: float
+    error: str | None = None
+    """Infrastructure message when verdict is sandbox_error."""
+
+
+@dataclass(frozen=True)
+class RawRun:
+    """One program run with one stdin, no checking (SandboxFusion ``/run_code``)."""
+
+    program: str
+    stdin: str = ""
+    language: str = "python"
+    time_limit_s: float = 10.0
+    memory_limit_mb: int = 1024

@@ -1,0 +1,278 @@
+"""The mucode sandbox executor: a stdlib-only fork server that runs untrusted programs per test.
+
+    python3 -I -S sandbox/executor.py --socket /run/mucode/executor.sock --slots 4 \
+        [--scratch /scratch] [--uid-base 10000]
+
+Process tree (all root inside the sandbox, every program child unprivileged):
+
+    main (pid 1 in its pid namespace; serves health pings on <socket>.ctl, respawns slot managers)
+    └── slot manager i (one per slot; accept()s job connections on <socket>; never reads a job)
+        └── job handler (forked per connection from the manager, so it holds only this job's data)
+            └── test child (forked per test; uid = uid_base + i, rlimits, no-new-privs; runner.py)
+
+Jobs carry the program and the test inputs, never the expected outputs. The handler streams one
+result frame per test and waits for ``next``/``stop`` from the client before the next test, so
+``stop_on_first_failure`` costs no extra runs. Wire format: protocol.py.
+
+Each slot has its own uid and scratch dir ``<scratch>/<i>`` (owned by that uid; a tmpfs of its own
+in the docker and local deployments), so runs in different slots share no writable state and
+cannot signal or ptrace each other. Limits: see runner.py. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import signal
+import socket
+import sys
+import time
+
+if __name__ == "__main__":  # -I drops the script's dir from sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from languages import LANGUAGES  # noqa: E402
+from protocol import ProtocolError, recv_frame, send_frame  # noqa: E402
+from runner import PR_SET_CHILD_SUBREAPER, Limits, Slot, kill_slot, prctl, reap_children, run_test  # noqa: E402
+
+VERSION = "1"
+MODES = ("stdio", "call", "assert")
+
+
+def _limits(req: dict, args: argparse.Namespace) -> Limits:
+    tl = float(req.get("time_limit_s", 5.0))
+    mem = int(req.get("memory_limit_mb", 512))
+    if not (0 < tl <= 300) or not (16 <= mem <= 65536):
+        raise ValueError("time_limit_s must be in (0, 300] and memory_limit_mb in [16, 65536]")
+    wall = float(req.get("wall_limit_s") or tl * args.wall_factor + 0.5)
+    out = int(req.get("output_limit_bytes") or args.output_limit_bytes)
+    return Limits(time_limit_s=tl, memory_limit_mb=mem, wall_limit_s=wall, output_limit_bytes=out,
+                  nproc=args.nproc, nofile=args.nofile, fsize_bytes=args.fsize_mb << 20)
+
+
+def handle_job(conn: socket.socket, slot: Slot, args: argparse.Namespace) -> None:
+    conn.settimeout(args.idle_timeout_s)
+    req = recv_frame(conn)
+    if req is None:
+        return
+    if req.get("op") == "ping":
+        send_frame(conn, {"ev": "pong", "ok": True, "slot": slot.index})
+        return
+    try:
+        if req.get("op") != "run":
+            raise ValueError(f"unknown op {req.get('op')!r}; expected 'run' or 'ping'")
+        lang = LANGUAGES.get(req.get("language", "python"))
+        if lang is None:
+            raise ValueError(f"unknown language {req.get('language')!r}; known: {sorted(LANGUAGES)}")
+        mode = req.get("mode", "stdio")
+        if mode not in lang.modes:
+            raise ValueError(f"language {lang.name} supports modes {lang.modes}, not {mode!r}")
+        if not isinstance(req.get("program"), str):
+            raise ValueError("'program' must be a string")
+        if mode == "call" and not req.get("fn_name"):
+            raise ValueError("mode 'call' needs fn_name")
+        inputs = [str(x) for x in req.get("inputs") or []]
+        if mode == "assert" or not inputs:
+            inputs = [""]
+        lim = _limits(req, args)
+    except (ValueError, TypeError) as exc:
+        send_frame(conn, {"ev": "error", "message": str(exc)})
+        return
+    build_dir = os.path.join(slot.root, "build")
+    if lang.compile:  # compile once per job (a table entry; none of the shipped languages needs it yet)
+        send_frame(conn, {"ev": "error", "message": f"language {lang.name}: compile step not available"})
+        return
+    job = {k: req.get(k) for k in ("program", "mode", "fn_name", "assert_code", "entry_point")}
+    job["mode"] = mode
+    for index, test_input in enumerate(inputs):
+        outcome = run_test(job, lang, slot, lim, test_input, index, build_dir)
+        send_frame(conn, {"ev": "test", "index": index, **outcome})
+        if index + 1 < len(inputs):
+            ctrl = recv_frame(conn)
+            if ctrl is None or ctrl.get("op") != "next":
+                return
+    send_frame(conn, {"ev": "done"})
+
+
+def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: argparse.Namespace) -> None:
+    """Accept a job, fork a handler for it, wait, clean the slot; forever. Never reads job data."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    kill_slot(slot, wipe=(slot.root,))
+    while True:
+        conn, _ = listener.accept()
+        busy[slot.index] = 1
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                listener.close()
+                handle_job(conn, slot, args)
+            except (ProtocolError, OSError, ValueError):
+                code = 2
+            except BaseException:
+                code = 3
+            finally:
+                os._exit(code)
+        conn.close()
+        os.waitpid(pid, 0)
+        kill_slot(slot, wipe=(slot.root,))
+        reap_children()
+        busy[slot.index] = 0
+
+
+def _slot_pids(uids: set[int]) -> list[tuple[int, int]]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                uid = os.stat(f"/proc/{name}").st_uid
+            except OSError:
+                continue
+            if uid in uids:
+                found.append((int(name), uid))
+    return found
+
+
+SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")
+
+
+def close_shared_dirs() -> list[str]:
+    """World-writable dirs would let runs in different slots share state. A read-only root makes
+    most of them unwritable; the rest (e.g. docker's /dev/mqueue on the /dev tmpfs) are chmod'ed
+    0755 here. Returns the ones that stay writable (reported by health)."""
+    still = []
+    for path in SHARED_DIRS:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_mode & 0o002:
+            try:
+                os.chmod(path, 0o755)
+            except OSError:
+                pass
+            if os.stat(path).st_mode & 0o002 and os.access(path, os.W_OK):
+                still.append(path)
+    return still
+
+
+def serve(args: argparse.Namespace) -> None:
+    writable_shared = close_shared_dirs()
+    slots = [Slot(i, args.uid_base + i, os.path.join(args.scratch, str(i))) for i in range(args.slots)]
+    for slot in slots:
+        if not os.path.isdir(slot.root):
+            os.makedirs(slot.root, mode=0o700)
+            os.chown(slot.root, slot.uid, slot.uid)
+        st = os.stat(slot.root)
+        if st.st_uid != slot.uid:
+            sys.exit(f"executor: scratch dir {slot.root} must be owned by uid {slot.uid} (mount a tmpfs "
+                     f"with uid={slot.uid},mode=0700 there, or let the executor create it)")
+    sock_path = args.socket
+    ctl_path = sock_path[:-5] + ".ctl" if sock_path.endswith(".sock") else sock_path + ".ctl"
+    listeners = []
+    for path in (sock_path, ctl_path):
+        if os.path.exists(path):
+            os.unlink(path)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        os.chmod(path, args.socket_mode)
+        s.listen(128)
+        listeners.append(s)
+    jobs, ctl = listeners
+    busy = mmap.mmap(-1, max(1, args.slots))
+    managers: dict[int, int] = {}
+
+    def spawn(slot: Slot) -> None:
+        pid = os.fork()
+        if pid == 0:
+            ctl.close()
+            try:
+                slot_manager(slot, jobs, busy, args)
+            finally:
+                os._exit(1)
+        managers[slot.index] = pid
+
+    def stop(*_: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for slot in slots:
+        spawn(slot)
+    restarts = 0
+    ctl.settimeout(0.5)
+    try:
+        while True:
+            while True:  # reap: respawn dead managers, collect orphans
+                try:
+                    pid, _ = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                for index, mpid in list(managers.items()):
+                    if mpid == pid:
+                        restarts += 1
+                        busy[index] = 0
+                        kill_slot(slots[index], wipe=(slots[index].root,))
+                        spawn(slots[index])
+            try:
+                conn, _ = ctl.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2.0)
+                try:
+                    if recv_frame(conn) is None:
+                        continue
+                    idle_uids = {s.uid for s in slots if busy[s.index] == 0}
+                    leftovers = _slot_pids(idle_uids)
+                    send_frame(conn, {
+                        "ev": "pong", "ok": not leftovers and not writable_shared,
+                        "writable_shared_dirs": writable_shared, "version": VERSION, "slots": args.slots,
+                        "busy": sum(busy[s.index] for s in slots), "manager_restarts": restarts,
+                        "leftover_processes": leftovers[:20], "languages": sorted(LANGUAGES),
+                        "uids": [s.uid for s in slots], "pid_namespace": os.readlink("/proc/self/ns/pid"),
+                    })
+                except (OSError, ProtocolError, ValueError):
+                    pass
+    finally:
+        for pid in managers.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for slot in slots:
+            kill_slot(slot, wipe=(slot.root,))
+        for path in (sock_path, ctl_path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        reap_children(0.5)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--socket", required=True, help="job socket path; health pings on <name>.ctl")
+    p.add_argument("--slots", type=int, default=4, help="concurrent runs (one uid each)")
+    p.add_argument("--scratch", default="/scratch", help="parent of the per-slot scratch dirs <scratch>/<i>")
+    p.add_argument("--uid-base", type=int, default=10000, help="slot i runs as uid uid_base+i")
+    p.add_argument("--socket-mode", type=lambda s: int(s, 8), default=0o600)
+    p.add_argument("--nproc", type=int, default=64, help="RLIMIT_NPROC per slot uid")
+    p.add_argument("--nofile", type=int, default=256)
+    p.add_argument("--fsize-mb", type=int, default=64, help="RLIMIT_FSIZE (largest file a run may write)")
+    p.add_argument("--output-limit-bytes", type=int, default=16 << 20)
+    p.add_argument("--wall-factor", type=float, default=2.0, help="wall limit = factor * time limit + 0.5 s")
+    p.add_argument("--idle-timeout-s", type=float, default=120.0)
+    args = p.parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("executor: must run as root (inside its container or jail) to switch to the slot uids")
+    serve(args)
+
+
+if __name__ == "__main__":
+    main()

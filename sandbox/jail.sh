@@ -1,0 +1,58 @@
+#!/bin/sh
+# The local backend's jail: run as root inside fresh namespaces, e.g.
+#   env -i unshare --net --pid --mount --ipc --uts --fork --kill-child \
+#       sh sandbox/jail.sh WORKDIR SLOTS UID_BASE SCRATCH_MB PYTHON [executor args...]
+# Builds a minimal root on a tmpfs (read-only binds of /usr, /bin, /lib*, the executor dir;
+# /dev with null/zero/random/urandom; a fresh /proc of the new pid namespace; one tmpfs scratch dir
+# per slot owned by the slot's uid), pivots into it, remounts it read-only and execs the executor
+# as pid 1 of the new pid namespace. WORKDIR/run (host side) becomes /run/mucode (the sockets);
+# WORKDIR/root is the mount point of the new root. Nothing of the host's /home, /root, /etc, /tmp,
+# /var or /work is visible inside.
+set -eu
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+W=$1 SLOTS=$2 UIDB=$3 SMB=$4 PY=$5
+shift 5
+HERE=$(cd "$(dirname "$0")" && pwd)
+R=$W/root
+
+mount --make-rprivate /
+mount -t tmpfs -o size=8m,mode=755 mucode-jail "$R"
+for d in usr bin sbin lib lib32 lib64 libx32; do
+    if [ -L "/$d" ]; then
+        ln -s "$(readlink "/$d")" "$R/$d"
+    elif [ -d "/$d" ]; then
+        mkdir "$R/$d"
+        mount --bind "/$d" "$R/$d"
+        mount -o remount,bind,ro,nosuid,nodev "$R/$d"
+    fi
+done
+mkdir -p "$R/etc" "$R/dev" "$R/proc" "$R/opt/sandbox" "$R/run/mucode" "$R/scratch" "$R/.old"
+[ -f /etc/ld.so.cache ] && touch "$R/etc/ld.so.cache" && mount --bind -o ro /etc/ld.so.cache "$R/etc/ld.so.cache"
+for n in null zero random urandom; do
+    touch "$R/dev/$n"
+    mount --bind "/dev/$n" "$R/dev/$n"
+done
+ln -s /proc/self/fd "$R/dev/fd"
+ln -s /proc/self/fd/0 "$R/dev/stdin"
+ln -s /proc/self/fd/1 "$R/dev/stdout"
+ln -s /proc/self/fd/2 "$R/dev/stderr"
+mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
+mount --bind "$HERE" "$R/opt/sandbox"
+mount -o remount,bind,ro,nosuid,nodev "$R/opt/sandbox"
+mount --bind "$W/run" "$R/run/mucode"
+i=0
+while [ "$i" -lt "$SLOTS" ]; do
+    u=$((UIDB + i))
+    mkdir "$R/scratch/$i"
+    mount -t tmpfs -o "size=${SMB}m,uid=$u,gid=$u,mode=0700,nosuid,nodev" "mucode-slot$i" "$R/scratch/$i"
+    i=$((i + 1))
+done
+cd "$R"
+pivot_root . .old
+umount -l /.old
+rmdir /.old
+mount -o remount,ro,bind /
+cd /
+exec /usr/bin/env -i PATH=/usr/bin:/bin LANG=C.UTF-8 "$PY" -I -S /opt/sandbox/executor.py \
+    --socket /run/mucode/executor.sock --slots "$SLOTS" --uid-base "$UIDB" --scratch /scratch "$@"

@@ -1,0 +1,399 @@
+"""Run one test of an untrusted program: fork, drop privileges, apply limits, watch, kill, report.
+
+The caller (a job handler, running as root inside the sandbox) owns one *slot*: an unprivileged uid
+used by nobody else and a scratch directory owned by that uid. Per test:
+
+1. pipes for stdin/stdout/stderr and a control pipe (fd 3), then ``fork``;
+2. the child: new session, fds 0-3 on the pipes and every other fd closed, rlimits (CPU, AS, NPROC,
+   FSIZE, NOFILE, CORE=0), ``setgroups([])``/``setgid``/``setuid`` to the slot uid,
+   ``PR_SET_NO_NEW_PRIVS``, a fresh run dir, a clean environment, then it writes ``ready`` on the
+   control pipe and runs the program (see languages.py). A failure before ``ready`` is a sandbox
+   error; the program cannot forge one (it only runs after ``ready``);
+3. the parent feeds stdin and reads stdout/stderr/control *while the child runs* (caps enforced on
+   the fly: past the stdout cap the run is killed with ``output_limit``), until the child exits or
+   the wall-clock deadline passes;
+4. clean-up: each test child first kills, as the slot uid, whatever the previous test of the job
+   left (``kill(-1, SIGKILL)`` spares the caller and reaches double-forked daemons, and nothing
+   outside the slot) and removes the previous run dir. When a run hits a limit, or something still
+   holds its pipes after it exited, the parent kills the whole uid at once through a helper that
+   setuid()s to the slot uid and calls ``kill(-1, SIGKILL)``. After each job the slot manager does
+   the same kill and wipes the slot's scratch dir. Zombies are reaped (handlers are subreapers).
+
+Status here is execution status only (``ok`` / ``runtime_error`` / ``time_limit`` /
+``memory_limit`` / ``output_limit`` / ``compile_error`` / ``sandbox_error``): outputs are compared
+by the caller outside the sandbox. Standard library only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import resource
+import selectors
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+
+from languages import Language
+import pyrun  # noqa: F401  (preloaded so the fork child does not import it per test)
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
+CTL_FD = 3
+STDERR_KEEP_BYTES = 64 << 10
+CTL_CAP_BYTES = 64 << 20
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_SETUP_FAILED = 121
+
+
+def prctl(option: int, arg: int) -> None:
+    if _LIBC.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    uid: int
+    root: str  # scratch dir owned by uid (a tmpfs of its own where the deployment allows)
+
+
+@dataclass(frozen=True)
+class Limits:
+    time_limit_s: float
+    memory_limit_mb: int
+    wall_limit_s: float
+    output_limit_bytes: int = 16 << 20
+    nproc: int = 64
+    nofile: int = 256
+    fsize_bytes: int = 64 << 20
+
+
+@dataclass
+class Capture:
+    cap: int
+    keep: int
+    data: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+
+    @property
+    def over(self) -> bool:
+        return self.total > self.cap
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.data)
+
+
+def kill_slot(slot: Slot, wipe: tuple[str, ...] = ()) -> None:
+    """Kill every process of the slot's uid (SIGKILL, from a helper running as that uid) and remove
+    the given paths (as the slot uid: root here may lack CAP_DAC_OVERRIDE). ``kill(-1)`` signals exactly the processes this uid may signal: the
+    slot's own, in this pid namespace. A process with SIGKILL pending cannot fork, so one pass
+    suffices; two more cover processes mid-creation."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.setgroups([])
+            os.setgid(slot.uid)
+            os.setuid(slot.uid)
+            for _ in range(3):
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    break
+            for path in wipe:
+                if path == slot.root:  # the slot dir itself stays (it may be a mount): empty it
+                    for name in os.listdir(path):
+                        sub = os.path.join(path, name)
+                        if os.path.isdir(sub) and not os.path.islink(sub):
+                            shutil.rmtree(sub, ignore_errors=True)
+                        else:
+                            os.unlink(sub)
+                elif os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                elif os.path.lexists(path):
+                    os.unlink(path)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.waitpid(pid, 0)
+
+
+def reap_children(wait_s: float = 2.0) -> None:
+    """Reap exited children (orphans re-parented to us as subreaper); after a kill_slot, wait up to
+    wait_s for the killed ones to finish dying."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() > end:
+                return
+            time.sleep(0.001)
+
+
+def _clean_slot_as_slot_uid(slot: Slot, keep: str) -> None:
+    """In the test child, already running as the slot uid: kill what the previous test of this job
+    left running (kill(-1) spares the caller) and remove its run dir. Saves a helper fork per test;
+    the slot manager still kills and wipes everything after each job."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for name in os.listdir(slot.root):
+        if name != keep:
+            path = os.path.join(slot.root, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+
+
+def _set_limits(lim: Limits) -> None:
+    cpu = max(1, math.ceil(lim.time_limit_s))
+    mem = lim.memory_limit_mb << 20
+    for res, value in (
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (mem, mem)),
+        (resource.RLIMIT_NPROC, (lim.nproc, lim.nproc)),
+        (resource.RLIMIT_FSIZE, (lim.fsize_bytes, lim.fsize_bytes)),
+        (resource.RLIMIT_NOFILE, (lim.nofile, lim.nofile)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ):
+        resource.setrlimit(res, value)
+
+
+def _ctl(event: dict) -> None:
+    os.write(CTL_FD, (json.dumps(event) + "\n").encode())
+
+
+def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, lim: Limits,
+           fds: tuple[int, int, int, int], test_input: str) -> None:
+    """Runs in the forked child; never returns."""
+    try:
+        stdin_r, out_w, err_w, ctl_w = fds
+        os.setsid()
+        call_mode = job.get("mode") == "call"
+        os.dup2(stdin_r, 0)
+        os.dup2(err_w if call_mode else out_w, 1)  # call mode: prints go to stderr, result to ctl
+        os.dup2(err_w, 2)
+        os.dup2(ctl_w, CTL_FD)
+        os.closerange(CTL_FD + 1, 1 << 16)
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_DFL)
+        _set_limits(lim)
+        os.setgroups([])
+        os.setgid(slot.uid)
+        os.setuid(slot.uid)
+        if os.getuid() == 0 or os.geteuid() == 0:
+            raise RuntimeError("still root after setuid")
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        _clean_slot_as_slot_uid(slot, keep=os.path.basename(build_dir))
+        os.mkdir(run_dir, 0o700)
+        os.chdir(run_dir)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir,
+               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+        os.environ.clear()
+        os.environ.update(env)
+        _ctl({"ev": "ready"})
+    except BaseException as exc:  # never run the program if any setup step failed
+        try:
+            os.write(2, f"sandbox: child setup failed: {exc!r}\n".encode())
+        finally:
+            os._exit(_SETUP_FAILED)
+    if lang.runner == "fork_python":
+        pyrun.run_python(job, test_input)  # never returns
+    src = os.path.join(build_dir if lang.compile else run_dir, lang.source_name)
+    if not lang.compile:
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(job["program"])
+    argv = [a.format(src=src, build=build_dir) for a in lang.run]
+    os.set_inheritable(CTL_FD, False)
+    try:
+        os.execve(argv[0], argv, dict(os.environ))
+    except BaseException as exc:
+        os.write(2, f"exec failed: {exc!r}\n".encode())
+    os._exit(127)
+
+
+def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str, index: int,
+             build_dir: str) -> dict:
+    """Run the program once on one input; returns the outcome dict of protocol.py's test frame."""
+    stdin_r, stdin_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    ctl_r, ctl_w = os.pipe()
+    run_dir = os.path.join(slot.root, f"run{index}")
+    stdin_data = test_input.encode("utf-8") if job.get("mode") == "stdio" else b""
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(job, lang, slot, run_dir, build_dir, lim, (stdin_r, out_w, err_w, ctl_w), test_input)
+    for fd in (stdin_r, out_w, err_w, ctl_w):
+        os.close(fd)
+    out = Capture(lim.output_limit_bytes, lim.output_limit_bytes)
+    err = Capture(lim.output_limit_bytes, STDERR_KEEP_BYTES)
+    ctl = Capture(CTL_CAP_BYTES, CTL_CAP_BYTES)
+    limit_hit: str | None = None
+    pidfd = os.pidfd_open(pid)
+    sel = selectors.DefaultSelector()
+    for fd, cap in ((out_r, out), (err_r, err), (ctl_r, ctl)):
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ, cap)
+    sel.register(pidfd, selectors.EVENT_READ, "exit")
+    os.set_blocking(stdin_w, False)
+    if stdin_data:
+        sel.register(stdin_w, selectors.EVENT_WRITE, "stdin")
+    else:
+        os.close(stdin_w)
+        stdin_w = -1
+    sent = 0
+    deadline = start + lim.wall_limit_s
+    exited = False
+    try:
+        while not exited and limit_hit is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                limit_hit = "wall_time"
+                break
+            for key, _ in sel.select(remaining):
+                if key.data == "exit":
+                    exited = True
+                elif key.data == "stdin":
+                    try:
+                        sent += os.write(stdin_w, stdin_data[sent:sent + (1 << 16)])
+                    except BlockingIOError:
+                        pass
+                    except BrokenPipeError:  # the program stopped reading: fine
+                        sent = len(stdin_data)
+                    if sent >= len(stdin_data):
+                        sel.unregister(stdin_w)
+                        os.close(stdin_w)
+                        stdin_w = -1
+                else:
+                    _read_into(sel, key.fd, key.data)
+                    if key.data.over:
+                        limit_hit = "output"
+    finally:
+        if stdin_w >= 0:
+            sel.unregister(stdin_w)
+            os.close(stdin_w)
+        # Kill first when the run is over its limits, or when someone (a daemon) still holds the
+        # pipes open after the child exited; otherwise one kill after collecting the output.
+        killed = limit_hit is not None or not exited or not _drain(sel, 0.02)
+        if killed:
+            kill_slot(slot)
+            _drain(sel, 1.0)
+        sel.close()
+        _, status, usage = os.wait4(pid, 0)
+        os.close(pidfd)
+        for fd in (out_r, err_r, ctl_r):
+            os.close(fd)
+        reap_children(1.0 if killed else 0.0)
+    wall = time.monotonic() - start
+    return _outcome(job, lim, status, usage, wall, out, err, ctl, limit_hit)
+
+
+def _read_into(sel: selectors.BaseSelector, fd: int, cap: Capture) -> None:
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return
+    if chunk:
+        cap.add(chunk)
+    else:
+        sel.unregister(fd)
+
+
+def _drain(sel: selectors.BaseSelector, timeout_s: float) -> bool:
+    """Read what is left in the pipes; True once every pipe reached EOF (all writers gone)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        keys = [k for k in sel.get_map().values() if isinstance(k.data, Capture)]
+        if not keys:
+            return True
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            return False
+        for key, _ in sel.select(remaining):
+            if isinstance(key.data, Capture):
+                _read_into(sel, key.fd, key.data)
+
+
+def _ctl_events(ctl: Capture) -> list[dict]:
+    events = []
+    for line in bytes(ctl.data).splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict):
+            events.append(ev)
+    return events
+
+
+def _outcome(job: dict, lim: Limits, status: int, usage: resource.struct_rusage, wall: float,
+             out: Capture, err: Capture, ctl: Capture, limit_hit: str | None) -> dict:
+    cpu = usage.ru_utime + usage.ru_stime
+    peak_mb = usage.ru_maxrss / 1024.0
+    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    events = _ctl_events(ctl)
+    kinds = {ev.get("ev") for ev in events}
+    exc_types = {ev.get("type") for ev in events if ev.get("ev") == "exc"}
+    stdout = bytes(out.data)
+    truncated = out.truncated or err.truncated
+    message = None
+    if "ready" not in kinds and limit_hit is None:
+        verdict = "sandbox_error"
+        message = "the test process failed before running the program: " + bytes(err.data)[-500:].decode(
+            "utf-8", "replace")
+    elif limit_hit == "output" or ctl.over:
+        verdict, limit_hit = "output_limit", "output"
+    elif limit_hit == "wall_time":
+        verdict = "time_limit"
+    elif sig == signal.SIGXCPU or cpu > lim.time_limit_s or (sig == signal.SIGKILL and cpu >= math.ceil(
+            lim.time_limit_s)):
+        verdict, limit_hit = "time_limit", "cpu_time"
+    elif "MemoryError" in exc_types or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb):
+        verdict, limit_hit = "memory_limit", "memory"
+    elif "compile_error" in kinds:
+        verdict = "compile_error"
+    elif exit_code != 0:
+        verdict = "runtime_error"
+    elif job.get("mode") == "call":
+        results = [ev for ev in events if ev.get("ev") == "result"]
+        if results and isinstance(results[-1].get("value"), str):
+            verdict, stdout = "ok", results[-1]["value"].encode("utf-8")
+        else:
+            verdict, stdout = "runtime_error", b""
+            message = "the program ended without returning from the called function"
+    else:
+        verdict = "ok"
+    return {
+        "status": verdict,
+        "stdout": stdout.decode("utf-8", "replace"),
+        "stderr": bytes(err.data).decode("utf-8", "replace"),
+        "truncated": truncated,
+        "exit_code": exit_code,
+        "signal": sig,
+        "wall_s": round(wall, 6),
+        "cpu_s": round(cpu, 6),
+        "peak_memory_mb": round(peak_mb, 3),
+        "limit_hit": limit_hit,
+        "message": message,
+    }

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Build the sandbox *base* image without a registry: debootstrap a minimal Debian with python3,
+# then `docker import` it. Cached: does nothing when the image already exists.
+#
+#   bash scripts/build_base_image.sh [IMAGE]      (default IMAGE: mucode-sandbox-base:bookworm)
+#
+# Env: MUCODE_DEBIAN_MIRROR (default http://deb.debian.org/debian), MUCODE_DEBIAN_SUITE (bookworm),
+#      MUCODE_REBUILD_BASE=1 forces a rebuild.
+set -euo pipefail
+
+IMAGE="${1:-mucode-sandbox-base:bookworm}"
+MIRROR="${MUCODE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+SUITE="${MUCODE_DEBIAN_SUITE:-bookworm}"
+
+if [[ "${MUCODE_REBUILD_BASE:-0}" != "1" ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
+    echo "[base] $IMAGE exists (set MUCODE_REBUILD_BASE=1 to rebuild)"
+    exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+    echo "[base] debootstrap needs root: run this script as root (sudo)" >&2
+    exit 1
+fi
+if ! command -v debootstrap >/dev/null; then
+    echo "[base] debootstrap missing: apt-get install -y debootstrap" >&2
+    exit 1
+fi
+
+WORK="$(mktemp -d /var/tmp/mucode-base.XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+echo "[base] debootstrap $SUITE from $MIRROR into $WORK (about a minute)"
+debootstrap --variant=minbase --include=python3 "$SUITE" "$WORK/root" "$MIRROR" >"$WORK/log" 2>&1 || {
+    tail -30 "$WORK/log" >&2
+    echo "[base] debootstrap failed (is $MIRROR reachable? set MUCODE_DEBIAN_MIRROR)" >&2
+    exit 1
+}
+# Trim what a sandbox never needs: apt lists, caches, docs, man pages, locales.
+rm -rf "$WORK/root/var/lib/apt/lists/"* "$WORK/root/var/cache/apt/"*.bin "$WORK/root/var/cache/apt/archives/"*.deb \
+       "$WORK/root/usr/share/doc" "$WORK/root/usr/share/man" "$WORK/root/usr/share/info" "$WORK/root/usr/share/locale"
+tar --numeric-owner -C "$WORK/root" -c . | docker import \
+    --change 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'CMD ["/usr/bin/python3"]' - "$IMAGE" >/dev/null
+echo "[base] built $IMAGE"

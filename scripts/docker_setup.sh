@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Idempotent Docker setup for the mucode sandbox on a fresh Debian/Ubuntu machine (run as root):
+#   1. apt-get install docker.io and debootstrap if missing;
+#   2. start dockerd in the background if no engine answers, and wait for it;
+#   3. build the base image without a registry (scripts/build_base_image.sh, cached);
+#   4. build the sandbox image (sandbox/Dockerfile, BASE_IMAGE = that base), tag mucode-sandbox:latest.
+# Every step is skipped when already done, so calling it twice is cheap.
+#
+# Env: MUCODE_SANDBOX_IMAGE (default mucode-sandbox:latest), MUCODE_BASE_IMAGE (default: build one
+# with debootstrap; set e.g. python:3.11-slim to use a registry image instead),
+# MUCODE_DOCKERD_LOG (default /var/log/mucode-dockerd.log).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(dirname "$HERE")"
+IMAGE="${MUCODE_SANDBOX_IMAGE:-mucode-sandbox:latest}"
+BASE="${MUCODE_BASE_IMAGE:-mucode-sandbox-base:bookworm}"
+DLOG="${MUCODE_DOCKERD_LOG:-/var/log/mucode-dockerd.log}"
+
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+need_pkgs=()
+command -v dockerd >/dev/null || need_pkgs+=(docker.io)
+command -v docker >/dev/null || need_pkgs+=(docker.io)
+if [[ -z "${MUCODE_BASE_IMAGE:-}" ]]; then command -v debootstrap >/dev/null || need_pkgs+=(debootstrap); fi
+if ((${#need_pkgs[@]})); then
+    echo "[docker] installing ${need_pkgs[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+    echo "[docker] starting dockerd (log: $DLOG)"
+    as_root bash -c "nohup dockerd >>'$DLOG' 2>&1 </dev/null &"
+    for _ in $(seq 1 120); do
+        docker info >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    docker info >/dev/null 2>&1 || { tail -20 "$DLOG" >&2; echo "[docker] dockerd did not come up" >&2; exit 1; }
+fi
+echo "[docker] engine up: $(docker version --format '{{.Server.Version}}' 2>/dev/null)"
+
+if [[ -z "${MUCODE_BASE_IMAGE:-}" ]]; then
+    bash "$HERE/build_base_image.sh" "$BASE"
+fi
+
+# The sandbox image is rebuilt only when sandbox/ changed: its content hash is a label on the image.
+SRC_HASH="$(cd "$ROOT" && find sandbox -type f -not -name '*.pyc' -not -path '*/__pycache__/*' | LC_ALL=C sort \
+            | xargs sha256sum | sha256sum | cut -c1-16)-$BASE"
+HAVE="$(docker image inspect "$IMAGE" --format '{{ index .Config.Labels "mucode.src" }}' 2>/dev/null || true)"
+if [[ "$HAVE" == "$SRC_HASH" ]]; then
+    echo "[docker] $IMAGE up to date"
+else
+    echo "[docker] building $IMAGE from $BASE"
+    docker build -q --build-arg "BASE_IMAGE=$BASE" --label "mucode.src=$SRC_HASH" -t "$IMAGE" \
+        -f "$ROOT/sandbox/Dockerfile" "$ROOT/sandbox" >/dev/null
+    echo "[docker] built $IMAGE"
+fi
