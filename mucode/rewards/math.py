@@ -20,9 +20,9 @@ __all__ = ["MathReward", "MathSpec"]
 class MathSpec(BaseModel):
     """Task spec of a math item. Extra fields pass through untouched."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", str_strip_whitespace=True)
 
-    answer: str = Field(description="The gold answer, LaTeX or a number (e.g. '\\frac{1}{2}', 27).",
+    answer: str = Field(min_length=1, description="The gold answer, LaTeX or a number (e.g. '\\frac{1}{2}', 27).",
                         examples=["\\frac{1}{2}"])
     timeout_s: float | None = Field(default=None, gt=0, le=60,
                                     description="Per-item math-verify time limit; the service default if unset.")

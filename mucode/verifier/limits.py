@@ -12,10 +12,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 __all__ = ["BodySizeLimit", "RequestMetrics"]
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodySizeLimit:
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -38,38 +34,42 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length":
-                try:
-                    too_large = int(value) > self.max_bytes
-                except ValueError:
-                    too_large = False
-                if too_large:
-                    await self._reject(send)
-                    return
-        seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
+        length = next((v for k, v in scope.get("headers", []) if k == b"content-length"), None)
+        if length is not None:
+            try:
+                too_large = int(length) > self.max_bytes
+            except ValueError:
+                too_large = False
+            if too_large:
                 await self._reject(send)
+                return
+            await self.app(scope, receive, send)
+            return
+        # No Content-Length (chunked): read up to the limit here, then hand the body on in one piece.
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            body = message.get("body", b"")
+            seen += len(body)
+            if seen > self.max_bytes:
+                await self._reject(send)
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 class RequestMetrics:

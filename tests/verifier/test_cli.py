@@ -1,0 +1,41 @@
+"""`mucode verify`: items scored in process through the same code as the service."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from mucode.cli import get_app
+
+
+def test_verify_math_file(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text("\n".join(json.dumps(x) for x in [
+        {"id": "a", "response": "\\boxed{\\frac12}", "spec": {"answer": "0.5"}},
+        {"id": "b", "response": "\\boxed{2}", "spec": {"answer": "3"}},
+        {"id": "c", "program": "exact_match", "response": "Answer: ok", "spec": {"answer": "OK"}, "extra": 1},
+    ]) + "\n")
+    out = tmp_path / "results.jsonl"
+    result = CliRunner().invoke(get_app(), ["verify", "--program", "math", "--input", str(items), "--output",
+                                              str(out), "--math-workers", "1"])
+    assert result.exit_code == 0, result.output
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["status"], r["reward"]) for r in results] == [
+        ("a", "correct", 1.0), ("b", "wrong_answer", 0.0), ("c", "correct", 1.0)]
+
+
+def test_verify_rejects_bad_items_with_line_numbers(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"response": "x", "spec": {"answer": 1}}\nnot json\n')
+    result = CliRunner().invoke(get_app(), ["verify", "--program", "math", "--input", str(items)])
+    assert result.exit_code == 2
+    assert "items.jsonl:2: not a valid item" in result.output
+
+    items.write_text('{"response": "x", "spec": {}}\n')
+    result = CliRunner().invoke(get_app(), ["verify", "--program", "math", "--input", str(items)])
+    assert result.exit_code == 2 and "items[0].spec.answer: Field required" in result.output
+
+    result = CliRunner().invoke(get_app(), ["verify", "--program", "chess", "--input", str(items)])
+    assert result.exit_code == 2 and "unknown reward program 'chess'" in result.output
