@@ -1,0 +1,32 @@
+"""Evaluators: LiveCodeBench pass@k, math pass@1 (five-benchmark average), HumanEval+/MBPP+.
+
+All of them verify through the verifier service (`mucode.verifier.client`), never in process.
+The trainer's periodic evaluation calls `evaluate_math` / `evaluate_livecodebench` /
+`evaluate_evalplus` (or `evaluate_benchmarks` by name) with its rollout engine and tokenizer.
+"""
+
+from __future__ import annotations
+
+from mucode.eval.core import EngineSource, SamplesSource
+from mucode.eval.dispatch import evaluate_benchmarks
+from mucode.eval.evalplus_bench import evaluate_evalplus
+from mucode.eval.judge import VerifierOptions
+from mucode.eval.livecodebench import evaluate_livecodebench
+from mucode.eval.math_bench import MATH_BENCHMARKS, evaluate_math
+from mucode.eval.passk import pass_at_k, pass_at_k_table
+from mucode.eval.report import format_table, write_report
+
+__all__ = [
+    "MATH_BENCHMARKS",
+    "EngineSource",
+    "SamplesSource",
+    "VerifierOptions",
+    "evaluate_benchmarks",
+    "evaluate_evalplus",
+    "evaluate_livecodebench",
+    "evaluate_math",
+    "format_table",
+    "pass_at_k",
+    "pass_at_k_table",
+    "write_report",
+]

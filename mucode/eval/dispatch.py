@@ -1,0 +1,116 @@
+"""`evaluate_benchmarks`: run benchmarks by name, for the trainer's periodic evaluation.
+
+Names: the math benchmarks (`math500`, `aime24`, `aime25`, `amc23`, `amc24`), `livecodebench`
+(release v6 unless a release tag is appended, e.g. `livecodebench_v5`), and the evalplus data sets
+(`humaneval`, `mbpp`). `data_dir` is searched for each benchmark's local files (math files by name,
+LiveCodeBench's `test*.jsonl` under `data_dir/livecodebench` or `data_dir`, evalplus's
+`HumanEvalPlus.jsonl` / `MbppPlus.jsonl`); anything else comes from the Hub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mucode.eval.core import EngineSource
+from mucode.eval.judge import VerifierOptions
+
+__all__ = ["BENCHMARK_KINDS", "evaluate_benchmarks"]
+
+Progress = Callable[[str], None]
+
+
+def _math(
+    names: list[str], source: EngineSource, data_dir: Path | None, n: int | None, **kw: Any
+) -> dict[str, Any]:
+    from mucode.eval.math_bench import evaluate_math
+
+    return evaluate_math(source, names, data_dir=data_dir, samples_per_problem=n, **kw)
+
+
+def _lcb(
+    names: list[str], source: EngineSource, data_dir: Path | None, n: int | None, **kw: Any
+) -> dict[str, Any]:
+    from mucode.eval.livecodebench import evaluate_livecodebench
+
+    report: dict[str, Any] = {}
+    for name in names:
+        release = name.removeprefix("livecodebench").lstrip("_") or "v6"
+        local = None
+        if data_dir is not None:
+            local = next(
+                (d for d in (data_dir / "livecodebench", data_dir) if (d / "test.jsonl").is_file()), None
+            )
+        entries = evaluate_livecodebench(
+            source, release=release, data_dir=local, samples_per_problem=n or 4, **kw
+        )
+        report[name] = next(iter(entries.values()))
+    return report
+
+
+def _evalplus(
+    names: list[str], source: EngineSource, data_dir: Path | None, n: int | None, **kw: Any
+) -> dict[str, Any]:
+    from mucode.eval.evalplus_bench import evaluate_evalplus
+
+    files = {"humaneval": "HumanEvalPlus.jsonl", "mbpp": "MbppPlus.jsonl"}
+    overrides = {
+        d: data_dir / f for d, f in files.items() if data_dir is not None and (data_dir / f).is_file()
+    }
+    return evaluate_evalplus(source, tuple(names), override_paths=overrides, samples_per_problem=n or 1, **kw)
+
+
+BENCHMARK_KINDS: dict[str, Callable[..., dict[str, Any]]] = {
+    "math": _math,
+    "livecodebench": _lcb,
+    "evalplus": _evalplus,
+}
+
+
+def _kind(name: str) -> str:
+    from mucode.eval.math_bench import MATH_BENCHMARKS
+
+    if name in MATH_BENCHMARKS:
+        return "math"
+    if name == "livecodebench" or name.startswith("livecodebench_"):
+        return "livecodebench"
+    if name in ("humaneval", "mbpp"):
+        return "evalplus"
+    raise ValueError(
+        f"unknown benchmark {name!r}; valid: {', '.join(MATH_BENCHMARKS)}, livecodebench[_v1…_v6], humaneval, mbpp"
+    )
+
+
+def evaluate_benchmarks(
+    names: Sequence[str],
+    engine: Any,
+    tokenizer: Any,
+    *,
+    data_dir: str | Path | None = None,
+    samples_per_problem: int | None = None,
+    verifier: VerifierOptions | None = None,
+    run_dir: str | Path | None = None,
+    fingerprint: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """One report over benchmarks of every kind, sampled with `engine` (None: each benchmark's default n)."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(_kind(name), []).append(name)
+    source = EngineSource(engine, tokenizer, fingerprint or {})
+    root = Path(data_dir) if data_dir is not None else None
+    report: dict[str, Any] = {}
+    for kind, members in groups.items():
+        report.update(
+            BENCHMARK_KINDS[kind](
+                members,
+                source,
+                root,
+                samples_per_problem,
+                verifier=verifier,
+                run_dir=run_dir,
+                progress=progress,
+            )
+        )
+    return report

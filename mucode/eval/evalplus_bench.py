@@ -1,0 +1,308 @@
+"""HumanEval+ and MBPP+ with evalplus's data, ground truth and comparison rules, judged in mucode's sandbox.
+
+Data: evalplus's own loaders (`get_human_eval_plus`, `get_mbpp_plus`, including MBPP+'s input
+deserialization), offline through evalplus's override variables `HUMANEVAL_OVERRIDE_PATH` /
+`MBPP_OVERRIDE_PATH` (a local `HumanEvalPlus.jsonl` / `MbppPlus.jsonl`); without them evalplus
+downloads its release into its cache. Ground truth: evalplus's `get_groundtruth`, which runs the
+data set's canonical solutions in this process (trusted code that ships with the data) and caches
+outputs and timings in evalplus's cache directory.
+
+Prompts (as evalplus's `codegen`): for chat models the task prompt in a fenced block after
+evalplus's instruction, with the assistant turn opened by its response prefix and a ```python
+fence (`chat`); for base models the task prompt itself, continued by the model (`base`).
+Code: evalplus's `sanitize` (the entry point and what it needs) of the response (`chat`) or of
+prompt + response (`base`). A samples file may instead give evalplus's own `solution` (used as is)
+or `completion` (appended to the prompt).
+
+Judging: one sandboxed program per sample and test set (`evalplus_driver`): base tests decide
+`humaneval`/`mbpp`; base and plus tests both passing decide `humaneval+`/`mbpp+`, as in evalplus.
+Per-input time limits are evalplus's max(1 s, 4 × ground-truth time); the whole program gets their
+sum (at most 60 s, evalplus's per-task cap) plus 2 s to start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from mucode.eval.core import (
+    EngineSource,
+    EvalProblem,
+    ResponseSource,
+    SamplesSource,
+    outcomes_for_part,
+    run_task,
+)
+from mucode.eval.evalplus_driver import PASS_MARKER, build_driver
+from mucode.eval.judge import Part, VerifierOptions, verifier_session
+from mucode.eval.report import summarize
+
+__all__ = [
+    "EVALPLUS_DATASETS",
+    "EvalPlusTask",
+    "evaluate_evalplus",
+    "load_evalplus",
+    "read_evalplus_samples",
+]
+
+Dataset = Literal["humaneval", "mbpp"]
+EVALPLUS_DATASETS: dict[str, tuple[str, str]] = {
+    "humaneval": ("evalplus.data.humaneval", "HUMANEVAL_OVERRIDE_PATH"),
+    "mbpp": ("evalplus.data.mbpp", "MBPP_OVERRIDE_PATH"),
+}
+"""Data set → (evalplus module, its override variable)."""
+
+INSTRUCTION_PREFIX = "Please provide a self-contained Python script that solves the following problem in a markdown code block:"
+RESPONSE_PREFIX = "Below is a Python script with a self-contained function that solves the problem and passes corresponding tests:"
+DEFAULT_MIN_TIME_LIMIT = 1.0
+DEFAULT_GT_TIME_LIMIT_FACTOR = 4.0
+TASK_TIMEOUT_CAP_S = 60.0
+
+
+def _dataset(name: str) -> tuple[str, str]:
+    try:
+        return EVALPLUS_DATASETS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown evalplus data set {name!r}; valid: {', '.join(EVALPLUS_DATASETS)}"
+        ) from None
+
+
+def _evalplus_module(dataset: str, override_path: str | Path | None) -> Any:
+    """evalplus's data module for `dataset`, reading `override_path` when given.
+
+    evalplus reads its override variable once, when the module is imported; the module is reloaded
+    when it was imported with another value (documented in `_compat` terms: drop the reload if
+    evalplus starts reading the variable per call).
+    """
+    module_name, variable = _dataset(dataset)
+    wanted = str(Path(override_path).resolve()) if override_path is not None else os.environ.get(variable)
+    if override_path is not None:
+        if not Path(wanted).is_file():  # type: ignore[arg-type]
+            raise FileNotFoundError(f"{override_path}: no such evalplus data file")
+        os.environ[variable] = wanted  # type: ignore[assignment]
+    module = importlib.import_module(module_name)
+    constant = "HUMANEVAL_OVERRIDE_PATH" if dataset == "humaneval" else "MBPP_OVERRIDE_PATH"
+    if getattr(module, constant) != wanted:
+        module = importlib.reload(module)
+    return module
+
+
+def load_evalplus(
+    dataset: str, *, override_path: str | Path | None = None, version: str = "default"
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(problems, ground truth) through evalplus: its loader and its `get_groundtruth`."""
+    module = _evalplus_module(dataset, override_path)
+    from evalplus.eval._special_oracle import MBPP_OUTPUT_NOT_NONE_TASKS
+    from evalplus.evaluate import get_groundtruth
+
+    with contextlib.redirect_stdout(sys.stderr):  # evalplus prints progress on stdout
+        if dataset == "humaneval":
+            problems = module.get_human_eval_plus(version=version)
+            digest = module.get_human_eval_plus_hash(version=version)
+            expected = get_groundtruth(problems, digest, [])
+        else:
+            problems = module.get_mbpp_plus(version=version)
+            digest = module.get_mbpp_plus_hash(version=version)
+            expected = get_groundtruth(problems, digest, MBPP_OUTPUT_NOT_NONE_TASKS)
+    return problems, expected
+
+
+def _chat_prompt(task_prompt: str) -> list[dict[str, str]]:
+    user = f"{INSTRUCTION_PREFIX}\n```\n{task_prompt.strip()}\n```\n"
+    return [
+        {"role": "user", "content": user},
+        {"role": "assistant", "content": f"{RESPONSE_PREFIX}\n```python\n"},
+    ]
+
+
+SampleKind = Literal["response", "solution", "completion"]
+
+
+@dataclass
+class EvalPlusTask:
+    """One evalplus data set as a `BenchmarkTask` with two parts per sample (base, plus)."""
+
+    dataset: str
+    evalplus_problems: dict[str, dict[str, Any]]
+    expected: dict[str, dict[str, Any]]
+    prompt_style: str = "chat"
+    sample_kind: SampleKind = "response"
+    min_time_limit: float = DEFAULT_MIN_TIME_LIMIT
+    gt_time_limit_factor: float = DEFAULT_GT_TIME_LIMIT_FACTOR
+    memory_limit_mb: int | None = None
+    problems: list[EvalProblem] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.prompt_style not in ("chat", "base"):
+            raise ValueError(f"unknown prompt style {self.prompt_style!r}; valid: chat, base")
+        self.name = self.dataset
+        self.problems = [
+            EvalProblem(
+                tid, _chat_prompt(p["prompt"]) if self.prompt_style == "chat" else p["prompt"].strip() + "\n"
+            )
+            for tid, p in self.evalplus_problems.items()
+        ]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"prompt_style": self.prompt_style, "sample_kind": self.sample_kind}
+
+    def solution(self, problem_id: str, response: str) -> str:
+        """The code evalplus would evaluate for this response."""
+        problem = self.evalplus_problems[problem_id]
+        if self.sample_kind == "solution":
+            return response
+        if self.sample_kind == "completion":
+            return problem["prompt"] + response
+        from evalplus.sanitize import sanitize
+
+        text = problem["prompt"].strip() + "\n" + response if self.prompt_style == "base" else response
+        return sanitize(text, entrypoint=problem["entry_point"])
+
+    def _item(self, problem_id: str, code: str, which: str) -> dict[str, Any]:
+        problem, truth = self.evalplus_problems[problem_id], self.expected[problem_id]
+        times = [max(self.min_time_limit, self.gt_time_limit_factor * t) for t in truth[f"{which}_time"]]
+        program = build_driver(
+            code=code,
+            entry_point=problem["entry_point"],
+            dataset=self.dataset,
+            inputs=problem[f"{which}_input"],
+            expected=truth[which],
+            atol=problem["atol"],
+            time_limits=times,
+        )
+        spec: dict[str, Any] = {
+            "tests": {"format": "stdio", "inputs": [""], "outputs": [PASS_MARKER + "\n"]},
+            "checker": "livecodebench",
+            "time_limit_s": min(TASK_TIMEOUT_CAP_S, sum(times)) + 2.0,
+            "extract": "none",
+        }
+        if self.memory_limit_mb is not None:
+            spec["memory_limit_mb"] = self.memory_limit_mb
+        return {"program": "code", "response": program, "spec": spec}
+
+    def parts(self, problem_id: str, index: int, response: str) -> list[Part]:
+        code = self.solution(problem_id, response)
+        if not code.strip():
+            return [Part(problem_id, index, w, None, "no_code") for w in ("base", "plus")]
+        return [Part(problem_id, index, w, self._item(problem_id, code, w)) for w in ("base", "plus")]
+
+    def summarize(
+        self, responses: Mapping[str, list[str]], verdicts: dict[tuple[str, int, str], dict[str, Any]], n: int
+    ) -> dict[str, dict[str, Any]]:
+        base = outcomes_for_part(self.problems, responses, verdicts, "base")
+        plus = outcomes_for_part(self.problems, responses, verdicts, "plus")
+        for b, p in zip(
+            base, plus, strict=True
+        ):  # plus counts only when the base tests pass too, as in evalplus
+            p.statuses = [
+                ps if bs == "correct" else bs for bs, ps in zip(b.statuses, p.statuses, strict=True)
+            ]
+        return {self.dataset: summarize(base, n), f"{self.dataset}+": summarize(plus, n)}
+
+
+def read_evalplus_samples(path: str | Path) -> tuple[dict[str, list[str]], SampleKind]:
+    """Samples per task_id from JSON Lines with `task_id` and one of `response`, `solution`, `completion`."""
+    samples: dict[str, list[str]] = {}
+    kinds: set[str] = set()
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        kind = next((k for k in ("response", "solution", "completion") if isinstance(row.get(k), str)), None)
+        key = "task_id" if "task_id" in row else "id"
+        if kind is None or key not in row:
+            raise ValueError(f"{path}:{number}: expected task_id and one of response/solution/completion")
+        kinds.add(kind)
+        samples.setdefault(str(row[key]), []).append(row[kind])
+    if len(kinds) != 1:
+        raise ValueError(
+            f"{path}: mixes sample kinds {sorted(kinds)}; use one of response, solution, completion"
+        )
+    return samples, kinds.pop()  # type: ignore[return-value]
+
+
+def evaluate_evalplus(
+    source: ResponseSource | Any,
+    datasets: tuple[str, ...] = ("humaneval", "mbpp"),
+    *,
+    tokenizer: Any = None,
+    override_paths: Mapping[str, str | Path] | None = None,
+    samples_per_problem: int = 1,
+    prompt_style: str = "chat",
+    samples: Mapping[str, tuple[Mapping[str, list[str]], SampleKind]] | None = None,
+    verifier: VerifierOptions | None = None,
+    run_dir: str | Path | None = None,
+    memory_limit_mb: int | None = None,
+    limit: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Report entries `humaneval`, `humaneval+`, `mbpp`, `mbpp+` (those of the chosen data sets)."""
+    report: dict[str, dict[str, Any]] = {}
+    with verifier_session(verifier, ["code"]) as session:
+        for dataset in datasets:
+            report.update(
+                _evaluate_one(
+                    dataset,
+                    source,
+                    tokenizer,
+                    override_paths,
+                    samples_per_problem,
+                    prompt_style,
+                    samples,
+                    session,
+                    run_dir,
+                    memory_limit_mb,
+                    limit,
+                    progress,
+                )
+            )
+    return report
+
+
+def _evaluate_one(
+    dataset: str,
+    source: Any,
+    tokenizer: Any,
+    override_paths: Mapping[str, str | Path] | None,
+    samples_per_problem: int,
+    prompt_style: str,
+    samples: Mapping[str, tuple[Mapping[str, list[str]], SampleKind]] | None,
+    verifier: VerifierOptions,
+    run_dir: str | Path | None,
+    memory_limit_mb: int | None,
+    limit: int | None,
+    progress: Callable[[str], None] | None,
+) -> dict[str, dict[str, Any]]:
+    if samples is not None and dataset not in samples:
+        return {}
+    problems, expected = load_evalplus(dataset, override_path=(override_paths or {}).get(dataset))
+    if limit is not None:
+        problems = dict(list(problems.items())[:limit])
+    kind: SampleKind = "response"
+    this_source: ResponseSource
+    if samples is not None:
+        file_samples, kind = samples[dataset]
+        this_source = SamplesSource(file_samples)
+    elif isinstance(source, EngineSource | SamplesSource):
+        this_source = source
+    else:
+        this_source = EngineSource(source, tokenizer)
+    task = EvalPlusTask(
+        dataset,
+        problems,
+        expected,
+        prompt_style=prompt_style,
+        sample_kind=kind,
+        memory_limit_mb=memory_limit_mb,
+    )
+    return run_task(
+        task, this_source, samples_per_problem, verifier=verifier, run_dir=run_dir, progress=progress
+    )

@@ -1,0 +1,98 @@
+"""Responses for evaluation: sampled with a rollout engine (cached, resumable) or read from a file.
+
+Engine mode: prompts are rendered to token ids here (chat messages through the tokenizer's chat
+template with the generation prompt, or continuing a final assistant message that pre-fills the
+answer's start; raw text prompts as they are), then the engine samples n
+responses per prompt. Only the missing samples of each problem are generated; each finished group
+is appended to the run store at once, so an interrupted run resumes where it stopped.
+
+Samples-file mode: one JSON object a line with the problem's id and `response`; several lines with
+the same id are several samples of that problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mucode.eval.store import RunStore
+
+__all__ = ["Prompt", "generate_responses", "read_samples_file", "render_prompt_ids"]
+
+Prompt = str | list[dict[str, str]]
+"""Raw text, or chat messages that the tokenizer's chat template turns into text."""
+Progress = Callable[[str], None]
+
+
+def render_prompt_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """Token ids of a prompt: chat messages through the chat template, raw text tokenized as is."""
+    if isinstance(prompt, str):
+        return [int(i) for i in tokenizer(prompt)["input_ids"]]
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template; use a chat model, or the "
+            "base-model prompt layout (--prompt-style base) where the evaluator offers one"
+        )
+    if prompt and prompt[-1]["role"] == "assistant":  # a prefilled assistant turn that the model continues
+        text = tokenizer.apply_chat_template(prompt, tokenize=False, continue_final_message=True)
+    else:
+        text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
+
+
+def generate_responses(
+    engine: Any,
+    tokenizer: Any,
+    prompts: Mapping[str, Prompt],
+    n: int,
+    store: RunStore,
+    *,
+    progress: Progress | None = None,
+) -> dict[str, list[str]]:
+    """n responses per problem id: cached ones first, the rest sampled with `engine` and cached."""
+    say = progress or (lambda _msg: None)
+    by_need: dict[int, list[str]] = {}
+    for problem_id in prompts:
+        need = n - len(store.responses(problem_id, n))
+        if need > 0:
+            by_need.setdefault(need, []).append(problem_id)
+    total = sum(len(ids) for ids in by_need.values())
+    if total:
+        say(f"generating for {total}/{len(prompts)} problems ({len(prompts) - total} cached)")
+    done = 0
+    for need, ids in sorted(by_need.items()):
+        rendered = [(pid, render_prompt_ids(tokenizer, prompts[pid])) for pid in ids]
+        for group in engine.generate(rendered, need):
+            ordered = sorted(group, key=lambda s: s.sample_index)
+            store.add_samples(ordered[0].prompt_id, [s.response_text for s in ordered])
+            done += 1
+            if done % 10 == 0 or done == total:
+                say(f"generated {done}/{total} problems")
+    return {pid: store.responses(pid, n) for pid in prompts}
+
+
+def read_samples_file(path: str | Path, id_key: str | tuple[str, ...] = "id") -> dict[str, list[str]]:
+    """Responses per problem id from a JSON Lines file of `{id_key: ..., "response": ...}` objects.
+
+    With several id keys, each line uses the first one it has (e.g. `("unique_id", "id")`).
+    """
+    keys = (id_key,) if isinstance(id_key, str) else id_key
+    samples: dict[str, list[str]] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not JSON ({err})") from err
+        key = next((k for k in keys if isinstance(row, dict) and k in row), None)
+        if key is None or not isinstance(row.get("response"), str):
+            raise ValueError(
+                f'{path}:{number}: expected {{"{keys[0]}": ..., "response": "..."}}, got {line[:120]!r}'
+            )
+        samples.setdefault(str(row[key]), []).append(row["response"])
+    if not samples:
+        raise ValueError(f"{path}: no samples")
+    return samples

@@ -1,0 +1,156 @@
+"""LiveCodeBench code generation: pass@1 and pass@k with LiveCodeBench's prompts and judging rules.
+
+Judging, as LiveCodeBench's `lcb_runner/evaluation/testing_util.py` does it, but in mucode's sandbox
+through the verifier:
+- code is the last fenced block of the response (no block: `no_code`, a failure);
+- LiveCodeBench's import header (`from typing import *`, `from collections import *`, …, and
+  `sys.setrecursionlimit(50000)`) is put before the code, so starter-code annotations such as
+  `List[int]` resolve as they do there;
+- stdin problems compare stdout with LiveCodeBench's rule (stripped lines, equal line counts, a
+  line equal as text or as a sequence of decimals); functional problems call `func_name` (a
+  method of `Solution` when the code defines it) with each input line as a JSON argument and compare
+  the return value as JSON (a tuple counts as a list);
+- a sample passes only if it passes every public and private test; 6 s per test, as there.
+
+Deviations: LiveCodeBench runs stdin programs inside a function in its own process; here each test
+is a fresh program in the sandbox (a program that only works at module level behaves the same; one
+that relies on being wrapped, e.g. `return` at top level, fails here). Memory limit: the verifier's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from mucode.eval.core import (
+    EngineSource,
+    EvalProblem,
+    ResponseSource,
+    SamplesSource,
+    default_summary,
+    run_task,
+)
+from mucode.eval.extract import last_fenced_block
+from mucode.eval.judge import Part, VerifierOptions, verifier_session
+from mucode.eval.lcb_data import LCBProblem, load_livecodebench
+from mucode.eval.lcb_prompts import build_prompt
+
+__all__ = ["LCB_IMPORT_HEADER", "LiveCodeBenchTask", "evaluate_livecodebench", "lcb_item"]
+
+LCB_IMPORT_HEADER = (
+    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
+    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\n"
+    "from statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\n"
+    "from io import *\nfrom sys import *\nfrom json import *\nfrom builtins import *\nfrom typing import *\n"
+    "import string\nimport re\nimport datetime\nimport collections\nimport heapq\nimport bisect\nimport copy\n"
+    "import math\nimport random\nimport statistics\nimport itertools\nimport functools\nimport operator\n"
+    "import io\nimport sys\nimport json\nsys.setrecursionlimit(50000)\n"
+)
+"""LiveCodeBench's `import_string`, run before every program."""
+
+LCB_TIME_LIMIT_S = 6.0
+"""LiveCodeBench's default per-test timeout."""
+
+
+def lcb_item(problem: LCBProblem, code: str, *, time_limit_s: float = LCB_TIME_LIMIT_S) -> dict[str, Any]:
+    """The verifier item that judges `code` on every test of `problem`."""
+    tests: dict[str, Any] = {
+        "format": "call" if problem.is_functional else "stdio",
+        "inputs": [t.input for t in problem.tests],
+        "outputs": [t.output for t in problem.tests],
+    }
+    if problem.is_functional:
+        tests["fn_name"] = problem.func_name
+    return {
+        "program": "code",
+        "response": LCB_IMPORT_HEADER + "\n" + code,
+        "spec": {"tests": tests, "checker": "livecodebench", "time_limit_s": time_limit_s, "extract": "none"},
+    }
+
+
+@dataclass
+class LiveCodeBenchTask:
+    """LiveCodeBench problems as a `BenchmarkTask` (breakdowns by difficulty and platform)."""
+
+    lcb_problems: list[LCBProblem]
+    prompt_style: str = "chat"
+    time_limit_s: float = LCB_TIME_LIMIT_S
+    name: str = "livecodebench"
+    problems: list[EvalProblem] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._by_id = {p.question_id: p for p in self.lcb_problems}
+        self.problems = [
+            EvalProblem(
+                p.question_id,
+                build_prompt(p, self.prompt_style),
+                {"difficulty": p.difficulty, "platform": p.platform},
+            )
+            for p in self.lcb_problems
+        ]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"prompt_style": self.prompt_style, "time_limit_s": self.time_limit_s}
+
+    def parts(self, problem_id: str, index: int, response: str) -> list[Part]:
+        code = last_fenced_block(response)
+        if code is None or not code.strip():
+            return [Part(problem_id, index, "main", None, "no_code")]
+        return [
+            Part(
+                problem_id,
+                index,
+                "main",
+                lcb_item(self._by_id[problem_id], code, time_limit_s=self.time_limit_s),
+            )
+        ]
+
+    def summarize(
+        self, responses: Mapping[str, list[str]], verdicts: dict[tuple[str, int, str], dict[str, Any]], n: int
+    ) -> dict[str, dict[str, Any]]:
+        return default_summary(self, responses, verdicts, n, breakdowns=("difficulty", "platform"))
+
+
+def evaluate_livecodebench(
+    source: ResponseSource | Any,
+    *,
+    tokenizer: Any = None,
+    release: str = "v6",
+    start_date: str | date | datetime | None = None,
+    end_date: str | date | datetime | None = None,
+    data_dir: str | Path | None = None,
+    problems: Sequence[LCBProblem] | None = None,
+    samples_per_problem: int = 4,
+    prompt_style: str = "chat",
+    verifier: VerifierOptions | None = None,
+    run_dir: str | Path | None = None,
+    limit: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """LiveCodeBench report `{"livecodebench": {"pass@1": …, …, "by_difficulty": …, "by_platform": …}}`.
+
+    `source`: an `EngineSource`, a rollout engine (then pass `tokenizer`), or a `SamplesSource`
+    (question_id → responses). Problems come from `problems`, else from the release files in
+    `data_dir`, else from the Hub.
+    """
+    chosen = (
+        list(problems)
+        if problems is not None
+        else load_livecodebench(
+            release, source=data_dir, start_date=start_date, end_date=end_date, limit=limit
+        )
+    )
+    if not chosen:
+        raise ValueError(
+            f"no LiveCodeBench problems in release {release} between {start_date} and {end_date}"
+        )
+    task = LiveCodeBenchTask(chosen, prompt_style=prompt_style)
+    if not isinstance(source, EngineSource | SamplesSource):
+        source = EngineSource(source, tokenizer)
+    with verifier_session(verifier, ["code"]) as session:
+        return run_task(
+            task, source, samples_per_problem, verifier=session, run_dir=run_dir, progress=progress
+        )

@@ -1,0 +1,327 @@
+"""Math evaluation: MATH500, AIME24, AIME25, AMC23, AMC24; pass@1 and the five-benchmark average.
+
+Each benchmark loads from its Hugging Face Hub data set or from a local directory (`data_dir`,
+e.g. `../shared/data/math`). Field names differ between sources and are mapped per source below.
+A response is scored by the verifier's `math` reward program (math-verify on the last `\\boxed{}`),
+never by string comparison (AMC answers such as `27.0` must equal `27`).
+
+pass@1 is the mean over all samples (16 per problem for AIME, 4 for the others by default); pass@k
+for larger k is reported as well. The average is the unweighted mean of the benchmarks' pass@1,
+as in the μ-GRPO paper; it is marked partial when some benchmark could not be evaluated.
+
+Sample ids (samples-file mode) are the data set's own ids: `unique_id` for MATH500 (e.g.
+`test/precalculus/807.json`), `id` for the others; a source without ids (AIME25 and AMC24 on the
+Hub) uses the row's position, 0-based, in the order loaded.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mucode.eval.core import (
+    EngineSource,
+    EvalProblem,
+    ResponseSource,
+    SamplesSource,
+    default_summary,
+    run_task,
+)
+from mucode.eval.judge import Part, VerifierOptions, verifier_session
+
+__all__ = [
+    "MATH_BENCHMARKS",
+    "MATH_INSTRUCTION",
+    "FieldMap",
+    "MathBenchmark",
+    "MathTask",
+    "evaluate_math",
+    "load_math_problems",
+]
+
+MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Where a source keeps the problem, the answer and the id (None: the row's position)."""
+
+    problem: str
+    answer: str
+    id: str | None
+
+
+@dataclass(frozen=True)
+class MathBenchmark:
+    name: str
+    hub_id: str
+    hub_split: str
+    hub_fields: FieldMap
+    local_file: str | None
+    """File name in a data directory (the layout of ../shared/data/math); None: no local copy known."""
+    local_fields: FieldMap | None
+    default_samples: int
+    hub_files: tuple[str, ...] = ()
+    """Hub files to read (in order) when the split is not named by the file names; empty: by split."""
+
+
+MATH_BENCHMARKS: dict[str, MathBenchmark] = {
+    b.name: b
+    for b in [
+        MathBenchmark(
+            "math500",
+            "HuggingFaceH4/MATH-500",
+            "test",
+            FieldMap("problem", "answer", "unique_id"),
+            "math500.jsonl",
+            FieldMap("problem", "answer", "unique_id"),
+            4,
+        ),
+        MathBenchmark(
+            "aime24",
+            "HuggingFaceH4/aime_2024",
+            "train",
+            FieldMap("problem", "answer", "id"),
+            "aime24.json",
+            FieldMap("problem", "expected_answer", "id"),
+            16,
+        ),
+        MathBenchmark(
+            "aime25",
+            "opencompass/AIME2025",
+            "test",
+            FieldMap("question", "answer", None),
+            "aime25.json",
+            FieldMap("problem", "answer", "id"),
+            16,
+            hub_files=("aime2025-I.jsonl", "aime2025-II.jsonl"),
+        ),
+        MathBenchmark(
+            "amc23",
+            "math-ai/amc23",
+            "test",
+            FieldMap("question", "answer", "id"),
+            "amc23.json",
+            FieldMap("question", "answer", "id"),
+            4,
+        ),
+        MathBenchmark(
+            "amc24",
+            "rawsh/2024_AMC12",
+            "train",
+            FieldMap("problem", "answer", None),
+            None,
+            FieldMap("problem", "answer", None),
+            4,
+        ),
+    ]
+}
+"""The five benchmarks of the μ-GRPO paper's math average, by name."""
+
+
+@dataclass(frozen=True)
+class MathProblem:
+    id: str
+    problem: str
+    answer: str | int | float
+
+
+def _benchmark(name: str) -> MathBenchmark:
+    try:
+        return MATH_BENCHMARKS[name]
+    except KeyError:
+        raise ValueError(f"unknown math benchmark {name!r}; valid: {', '.join(MATH_BENCHMARKS)}") from None
+
+
+def _rows_to_problems(rows: Sequence[dict[str, Any]], fields: FieldMap, where: str) -> list[MathProblem]:
+    problems = []
+    for position, row in enumerate(rows):
+        missing = [f for f in (fields.problem, fields.answer) if f not in row]
+        if missing:
+            raise ValueError(f"{where}: row {position} lacks {missing}; it has {sorted(row)}")
+        answer = row[fields.answer]
+        ident = row.get(fields.id) if fields.id else None
+        problems.append(
+            MathProblem(
+                id=str(ident) if ident is not None else str(position),
+                problem=str(row[fields.problem]),
+                answer=answer if isinstance(answer, int | float) else str(answer),
+            )
+        )
+    ids = [p.id for p in problems]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{where}: ids are not unique")
+    return problems
+
+
+def _local_file(bench: MathBenchmark, data_dir: Path) -> Path | None:
+    names = [bench.local_file] if bench.local_file else []
+    names += [f"{bench.name}{suffix}" for suffix in (".jsonl", ".json", ".parquet")]
+    return next((data_dir / n for n in names if (data_dir / n).is_file()), None)
+
+
+def _hub_rows(bench: MathBenchmark, revision: str | None) -> list[dict[str, Any]]:
+    from mucode.eval.hub import download_dataset_file, list_dataset_files, read_records
+
+    if bench.hub_files:
+        names = list(bench.hub_files)
+    else:
+        from mucode.data.files import select_split_files
+
+        names = select_split_files(list_dataset_files(bench.hub_id, revision=revision), bench.hub_split)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        rows.extend(read_records(download_dataset_file(bench.hub_id, name, revision=revision)))
+    return rows
+
+
+def load_math_problems(
+    name: str, *, data_dir: str | Path | None = None, revision: str | None = None
+) -> list[MathProblem]:
+    """A benchmark's problems from `data_dir` when it holds the benchmark's file, else from the Hub."""
+    from mucode.eval.hub import read_records
+
+    bench = _benchmark(name)
+    if data_dir is not None:
+        path = _local_file(bench, Path(data_dir))
+        if path is not None:
+            fields = bench.local_fields if path.name == bench.local_file else bench.hub_fields
+            return _rows_to_problems(read_records(path), fields or bench.hub_fields, str(path))
+    return _rows_to_problems(_hub_rows(bench, revision), bench.hub_fields, f"Hub {bench.hub_id}")
+
+
+@dataclass
+class MathTask:
+    """One math benchmark as a `BenchmarkTask`."""
+
+    name: str
+    math_problems: list[MathProblem]
+    instruction: str = MATH_INSTRUCTION
+    system_prompt: str | None = None
+    problems: list[EvalProblem] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._answers = {p.id: p.answer for p in self.math_problems}
+        self.problems = [EvalProblem(p.id, self._messages(p.problem)) for p in self.math_problems]
+
+    def _messages(self, problem: str) -> list[dict[str, str]]:
+        content = f"{problem.rstrip()} {self.instruction}" if self.instruction else problem
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return [*system, {"role": "user", "content": content}]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"instruction": self.instruction, "system_prompt": self.system_prompt}
+
+    def parts(self, problem_id: str, index: int, response: str) -> list[Part]:
+        item = {"program": "math", "response": response, "spec": {"answer": self._answers[problem_id]}}
+        return [Part(problem_id, index, "main", item)]
+
+    def summarize(
+        self, responses: Mapping[str, list[str]], verdicts: dict[tuple[str, int, str], dict[str, Any]], n: int
+    ) -> dict[str, dict[str, Any]]:
+        return default_summary(self, responses, verdicts, n)
+
+
+def average_entry(report: Mapping[str, Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    """The unweighted mean pass@1 of the named benchmarks present in `report`."""
+    present = [n for n in names if n in report and "pass@1" in report[n]]
+    if not present:
+        return {}
+    entry: dict[str, Any] = {
+        "pass@1": sum(report[n]["pass@1"] for n in present) / len(present),
+        "benchmarks": present,
+    }
+    if len(present) < len(names):
+        entry["partial"] = True
+        entry["missing"] = [n for n in names if n not in present]
+    return entry
+
+
+def evaluate_math(
+    source: ResponseSource | Any,
+    benchmarks: Sequence[str] = tuple(MATH_BENCHMARKS),
+    *,
+    tokenizer: Any = None,
+    data_dir: str | Path | None = None,
+    samples_per_problem: int | Mapping[str, int] | None = None,
+    verifier: VerifierOptions | None = None,
+    run_dir: str | Path | None = None,
+    instruction: str = MATH_INSTRUCTION,
+    system_prompt: str | None = None,
+    samples: Mapping[str, Mapping[str, list[str]]] | None = None,
+    revision: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Evaluate math benchmarks; the report is keyed by benchmark name, plus `average` for several.
+
+    `source` is an `EngineSource`, a rollout engine (then pass `tokenizer`), or None with
+    `samples={benchmark: {id: [responses]}}`. `samples_per_problem`: one number for all, a dict per
+    benchmark, or None for the defaults (AIME 16, others 4). A benchmark whose data cannot be loaded
+    is skipped with a warning and recorded under `skipped`; the average is then marked partial.
+    """
+    with verifier_session(verifier, ["math"]) as session:
+        report, skipped = _evaluate_each(
+            source,
+            benchmarks,
+            tokenizer,
+            data_dir,
+            samples_per_problem,
+            session,
+            run_dir,
+            instruction,
+            system_prompt,
+            samples,
+            revision,
+            progress,
+        )
+    if len(benchmarks) > 1:
+        average = average_entry(report, benchmarks)
+        if average:
+            report["average"] = average
+    if skipped:
+        report["skipped"] = skipped
+    return report
+
+
+def _evaluate_each(
+    source: Any,
+    benchmarks: Sequence[str],
+    tokenizer: Any,
+    data_dir: str | Path | None,
+    samples_per_problem: int | Mapping[str, int] | None,
+    verifier: VerifierOptions,
+    run_dir: str | Path | None,
+    instruction: str,
+    system_prompt: str | None,
+    samples: Mapping[str, Mapping[str, list[str]]] | None,
+    revision: str | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    report: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
+    for name in benchmarks:
+        bench = _benchmark(name)
+        if isinstance(samples_per_problem, Mapping):
+            n = samples_per_problem.get(name, bench.default_samples)
+        else:
+            n = samples_per_problem or bench.default_samples
+        try:
+            problems = load_math_problems(name, data_dir=data_dir, revision=revision)
+        except Exception as err:  # offline Hub, missing file: skip this benchmark, keep the others
+            warnings.warn(f"math benchmark {name} skipped: {err}", stacklevel=2)
+            skipped[name] = str(err)
+            continue
+        task = MathTask(name, problems, instruction=instruction, system_prompt=system_prompt)
+        if samples is not None:
+            if name not in samples:
+                continue
+            this_source: ResponseSource = SamplesSource(samples[name])
+        elif isinstance(source, EngineSource | SamplesSource):
+            this_source = source
+        else:
+            this_source = EngineSource(source, tokenizer)
+        report.update(run_task(task, this_source, n, verifier=verifier, run_dir=run_dir, progress=progress))
+    return report, skipped

@@ -1,0 +1,115 @@
+"""On-disk cache of one evaluation run, so a partial run resumes without redoing work.
+
+Layout under `<run_dir>/<benchmark>/`:
+- `manifest.json`: the settings that make generated samples comparable (model, prompt style,
+  sampling settings, …). Resuming with different settings is refused instead of mixing samples.
+- `samples.jsonl`: one line per generated sample `{"id", "index", "response"}`, appended as each
+  group of samples finishes.
+- `verdicts.jsonl`: one line per verified part of a sample `{"id", "index", "part", "sha",
+  "reward", "status"}`, appended after each verified chunk. `sha` fingerprints the exact item sent
+  to the verifier (program, response, spec); a verdict is reused for any identical item, and
+  infrastructure failures (`verifier_error`, `sandbox_error`) are never reused: they are retried on
+  the next run.
+
+Lines are appended and flushed one at a time; a torn last line (a crash mid-write) is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["INFRA_STATUSES", "RunStore", "StoreMismatch", "item_sha"]
+
+INFRA_STATUSES = frozenset({"verifier_error", "sandbox_error"})
+"""Verifier statuses that say nothing about the response: never a score, never cached."""
+
+
+class StoreMismatch(RuntimeError):
+    """The run directory holds samples made with other settings."""
+
+
+def item_sha(item: dict[str, Any]) -> str:
+    """A fingerprint of a verifier item (program, response and spec; the id is left out)."""
+    body = {k: item.get(k) for k in ("program", "response", "spec")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line torn by a crash; its work is redone
+    return rows
+
+
+class RunStore:
+    """Samples and verdicts of one benchmark in one run directory (None: keep nothing on disk)."""
+
+    def __init__(self, root: Path | None, manifest: dict[str, Any]) -> None:
+        self.root = root
+        self.samples: dict[str, dict[int, str]] = {}
+        self._verdicts: dict[str, dict[str, Any]] = {}
+        if root is None:
+            return
+        root.mkdir(parents=True, exist_ok=True)
+        manifest_path = root / "manifest.json"
+        wanted = json.loads(json.dumps(manifest, default=str))
+        if manifest_path.exists():
+            found = json.loads(manifest_path.read_text())
+            if found != wanted:
+                diff = sorted(k for k in set(found) | set(wanted) if found.get(k) != wanted.get(k))
+                raise StoreMismatch(
+                    f"{root} holds a run with other settings ({', '.join(diff)} differ: "
+                    f"{ {k: found.get(k) for k in diff} } there vs { {k: wanted.get(k) for k in diff} } now). "
+                    f"Use another --run-dir, or delete {root} to start over."
+                )
+        else:
+            manifest_path.write_text(json.dumps(wanted, indent=2, sort_keys=True))
+        for row in _read_jsonl(root / "samples.jsonl"):
+            self.samples.setdefault(str(row["id"]), {})[int(row["index"])] = row["response"]
+        for row in _read_jsonl(root / "verdicts.jsonl"):
+            if row.get("status") not in INFRA_STATUSES and "sha" in row:
+                self._verdicts[str(row["sha"])] = row
+
+    def _append(self, name: str, rows: list[dict[str, Any]]) -> None:
+        if self.root is None or not rows:
+            return
+        with (self.root / name).open("a", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            handle.flush()
+
+    def add_samples(self, problem_id: str, responses: list[str]) -> None:
+        """Record newly generated responses of a problem (indices continue after the cached ones)."""
+        have = self.samples.setdefault(problem_id, {})
+        rows = []
+        for response in responses:
+            index = len(have)
+            have[index] = response
+            rows.append({"id": problem_id, "index": index, "response": response})
+        self._append("samples.jsonl", rows)
+
+    def responses(self, problem_id: str, n: int) -> list[str]:
+        """The first n cached responses of a problem (fewer if fewer are cached)."""
+        have = self.samples.get(problem_id, {})
+        return [have[i] for i in range(n) if i in have]
+
+    def verdict(self, sha: str) -> dict[str, Any] | None:
+        """The cached verdict of the item with this fingerprint (see `item_sha`), if any."""
+        return self._verdicts.get(sha)
+
+    def add_verdicts(self, rows: list[dict[str, Any]]) -> None:
+        """Record verdicts `{"id", "index", "part", "sha", "reward", "status"}`; infra failures are not kept."""
+        kept = [r for r in rows if r["status"] not in INFRA_STATUSES]
+        for row in kept:
+            self._verdicts[row["sha"]] = row
+        self._append("verdicts.jsonl", kept)

@@ -1,0 +1,35 @@
+"""Shared fixtures of the evaluator tests: the offline math data and one in-process verifier."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mucode.eval.judge import VerifierOptions, verifier_session
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MATH_DATA = REPO_ROOT.parent / "shared" / "data" / "math"
+"""The offline math copies; CI clones the repository with shared/ beside it."""
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def math_data() -> Path:
+    assert MATH_DATA.is_dir(), f"{MATH_DATA} is missing: the math evaluator tests read ../shared/data/math"
+    return MATH_DATA
+
+
+@pytest.fixture(scope="session")
+def math_verifier() -> Iterator[VerifierOptions]:
+    """One loopback verifier serving the math program for the whole session."""
+    with verifier_session(VerifierOptions(local_options={"math_workers": 2}), ["math"]) as options:
+        yield options
+
+
+@pytest.fixture(scope="session")
+def code_verifier() -> Iterator[VerifierOptions]:
+    """One loopback verifier serving the code program (local sandbox backend) for the whole session."""
+    with verifier_session(VerifierOptions(backend="local"), ["code"]) as options:
+        yield options
