@@ -178,6 +178,8 @@ class TrainConfig(_Section):
     """Log the policy's entropy every update (costs a softmax over the vocabulary per token)."""
     progress: bool = True
     """Show a progress bar per phase (rollout, optimize)."""
+    cpu_threads: int | None = None
+    """torch intra-op threads on CPU (None: torch's default). 1 is often fastest on a shared machine."""
 
 
 class VerifierConfig(_Section):

@@ -41,10 +41,8 @@ class TrainerState:
     """Optimizer updates already done in ``stage`` (the data position: next minibatch index)."""
     global_update: int = 0
     """Optimizer updates done in the whole run."""
-    stage_optimized: bool = False
-    """True once ``stage`` has finished its updates (its HF policy may still need saving)."""
     engine_switches: int = 0
-    """How many times an inference engine was started (one per generated stage here)."""
+    """Switches of the accelerators between trainer and inference engine (2 per generated stage)."""
     times: dict[str, float] = field(default_factory=dict)
     """Accumulated wall-clock seconds per phase (``time/rollout`` …) over the run so far."""
     stage_times: list[dict[str, float]] = field(default_factory=list)
@@ -94,8 +92,6 @@ class Checkpointer:
     ) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
         name = f"update-{state.global_update:08d}"
-        if state.stage_optimized:
-            name += f"-stage{state.stage}-end"
         final = self.root / name
         tmp = self.root / (name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)

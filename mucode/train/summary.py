@@ -44,11 +44,9 @@ def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     rule = "  ".join("-" * w for w in widths)
     out = [line(headers), rule, *(line(r) for r in rows), rule, line(total_row)]
     extra = [f"engine switches: {totals.get('engine_switches', 0)}"]
-    if "reward/first_updates_mean" in totals:
-        extra.append(
-            f"reward over updates: {totals['reward/first_updates_mean']:.3f} (first) → "
-            f"{totals.get('reward/last_updates_mean', float('nan')):.3f} (last)"
-        )
+    first, last = totals.get("reward/first_rollout_mean"), totals.get("reward/last_updates_mean")
+    if first is not None and last is not None:
+        extra.append(f"reward: {first:.3f} (stage 0 rollouts) → {last:.3f} (last updates)")
     return "\n".join(out + extra)
 
 

@@ -1,0 +1,133 @@
+"""Multi-process training under ``torchrun``: process group, model wrapping, data split.
+
+``torchrun --nproc-per-node N -m mucode.cli train ...`` starts N ranks. Each update's minibatch of
+groups is split across ranks (group ``i`` goes to rank ``i % N``); the loss on a rank is divided
+by the *whole* minibatch's response count and multiplied by N, so the wrapper's gradient average
+gives exactly the single-process gradient.
+
+- CUDA: the policy is wrapped in FSDP (full sharding, one unit per decoder layer); checkpoints and
+  the per-stage HF export gather a full state dict on rank 0.
+- CPU (``gloo``, for tests and laptops): DistributedDataParallel; same maths.
+
+Limits: generation runs on rank 0 only (other ranks wait at a barrier), which suits the ``hf``
+engine on a few GPUs; with vLLM the engine's own tensor/data parallel settings use the GPUs.
+Sharded optimizer checkpoints are not written (the optimizer state is gathered to rank 0).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+__all__ = ["DistInfo", "init_distributed", "wrap_model", "full_state_dict", "optimizer_state", "load_optimizer_state", "barrier", "all_reduce_sum"]
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def _pick_device(preference: str, local_rank: int) -> torch.device:
+    if preference == "auto":
+        preference = "cuda" if torch.cuda.is_available() else "cpu"
+    if preference == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("train.device=cuda but no CUDA device is visible; use train.device=cpu or auto")
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device(preference)
+
+
+def init_distributed(device: str = "auto") -> DistInfo:
+    """Join the process group when started by torchrun (WORLD_SIZE > 1); a no-op otherwise."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = _pick_device(device, local_rank)
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
+    return DistInfo(rank=rank, world_size=world, local_rank=local_rank, device=dev)
+
+
+def wrap_model(model: nn.Module, info: DistInfo) -> nn.Module:
+    if not info.enabled:
+        return model
+    if info.device.type == "cuda":
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import ShardingStrategy
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+        layer_classes = {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
+        return FSDP(
+            model,
+            sharding_strategy=ShardingStrategy.FULL_SHARD,
+            auto_wrap_policy=ModuleWrapPolicy(layer_classes) if layer_classes else None,
+            device_id=info.device,
+            use_orig_params=True,
+        )
+    return nn.parallel.DistributedDataParallel(model)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+
+
+def _is_fsdp(model: nn.Module) -> bool:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    return isinstance(model, FSDP)
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The unsharded model state on CPU (complete on rank 0 under FSDP)."""
+    if _is_fsdp(model):
+        from torch.distributed.fsdp import FullStateDictConfig, StateDictType
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
+        with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):
+            return model.state_dict()
+    return {k: v.detach().cpu().clone() for k, v in unwrap(model).state_dict().items()}
+
+
+def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    if _is_fsdp(model):
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        return FSDP.full_optim_state_dict(model, optimizer, rank0_only=True)
+    return optimizer.state_dict()
+
+
+def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    if _is_fsdp(model):
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        state = FSDP.shard_full_optim_state_dict(state, model)
+    optimizer.load_state_dict(state)
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def all_reduce_sum(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    if info.enabled:
+        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    return values

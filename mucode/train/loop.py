@@ -1,0 +1,392 @@
+"""The staged trainer, top to bottom: for each stage, generate → verify → store → optimize →
+checkpoint → hand over (SPEC §2).
+
+Everything a stage needs is here in order; the pieces sit behind narrow interfaces in sibling
+modules (``rollout_phase`` for generate+verify+store, ``optimize`` for one update, ``store``,
+``checkpoint``, ``logger``). Restart rules:
+
+- a stage whose store is complete is never generated again; an incomplete store is finished (only
+  its missing groups are generated) with the policy of the stage's start;
+- optimization continues from the latest checkpoint (model, optimizer, RNG, data position);
+- ``--resume`` on a finished run, or on a directory with nothing to resume, is an error (a resume
+  never silently runs 0 updates); a fresh run refuses a directory that already holds a run.
+
+Deviations: the stage's prompts are the next B_train prompts of one seeded order of the data set,
+wrapping around (with a new order) when the data set is smaller than the run needs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from tqdm import tqdm
+
+from mucode.config import MucodeConfig, batch_plan
+from mucode.data.types import TaskRecord
+from mucode.train.checkpoint import Checkpointer, TrainerState, restore_rng
+from mucode.train.distributed import (
+    DistInfo,
+    barrier,
+    full_state_dict,
+    init_distributed,
+    load_optimizer_state,
+    optimizer_state,
+    unwrap,
+    wrap_model,
+)
+from mucode.train.logger import MetricsLogger
+from mucode.train.optimize import Updater, make_optimizer
+from mucode.train.policy import load_policy, resolve_model_path, save_policy
+from mucode.train.store import StageStore, StageWriter
+from mucode.train.summary import write_summary
+
+__all__ = ["ResumeError", "RunResult", "run_training", "stage_prompts"]
+
+logger = logging.getLogger(__name__)
+
+
+class ResumeError(RuntimeError):
+    """The run directory does not match the request (nothing to resume, or a run already there)."""
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    state: TrainerState
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def stage_prompts(records: list[TaskRecord], stage: int, per_stage: int, seed: int) -> list[tuple[int, TaskRecord]]:
+    """The (slot, record) pairs of ``stage``: slots ``stage*per_stage …`` of a seeded, repeating order."""
+    out = []
+    n = len(records)
+    for slot in range(per_stage):
+        position = stage * per_stage + slot
+        epoch, index = divmod(position, n)
+        order = list(range(n))
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        out.append((slot, records[order[index]]))
+    return out
+
+
+def _load_records(cfg: MucodeConfig) -> list[TaskRecord]:
+    from mucode.data.loader import load_tasks
+
+    source = cfg.data.source or "default"
+    return load_tasks(source, cfg.data.task, split=cfg.data.split, limit=cfg.data.limit,
+                      instruction=cfg.data.instruction)
+
+
+def _prepare_run_dir(cfg: MucodeConfig, run_dir: Path, resume: bool, info: DistInfo) -> None:
+    saved = run_dir / "config.yaml"
+    if resume:
+        if not saved.exists():
+            raise ResumeError(
+                f"--resume: {run_dir} holds no run (no config.yaml). Start it without --resume, "
+                f"or point --run-dir at the run to continue."
+            )
+        return
+    if saved.exists() or (run_dir / "stages").exists():
+        raise ResumeError(
+            f"{run_dir} already holds a run. Continue it with --resume, or choose another "
+            f"--run-dir / train.run_name (or delete the directory)."
+        )
+    if info.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def run_training(
+    cfg: MucodeConfig, *, resume: bool = False, records: list[TaskRecord] | None = None,
+) -> RunResult:
+    """Run (or resume) the staged trainer described by ``cfg``; returns where its outputs are."""
+    info = init_distributed(cfg.train.device)
+    run_dir = cfg.run_path()
+    _prepare_run_dir(cfg, run_dir, resume, info)
+    plan = batch_plan(cfg)
+    b = cfg.batch
+    prompts_per_stage = b.prompts_per_update * b.updates_per_stage
+
+    # ── the resolved config and the batch plan, printed and saved before any work ───────────────
+    if info.is_main:
+        if resume:
+            previous = yaml.safe_load((run_dir / "config.yaml").read_text())
+            if previous.get("batch", {}).get("updates_per_stage") != b.updates_per_stage:
+                raise ResumeError(
+                    f"--resume with batch.updates_per_stage={b.updates_per_stage}, but the run used "
+                    f"{previous['batch']['updates_per_stage']}: the stage stores would not match. Use the same value."
+                )
+        text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        (run_dir / "config.yaml").write_text(text)
+        (run_dir / "batch_plan.json").write_text(json.dumps(plan, indent=2, ensure_ascii=False))
+        width = max(map(len, plan))
+        print(f"mucode train → {run_dir}\n{text}\nbatch plan:")
+        print("\n".join(f"  {k:<{width}}  {v:>10,}" for k, v in plan.items()), flush=True)
+
+    if cfg.train.cpu_threads is not None:
+        torch.set_num_threads(cfg.train.cpu_threads)
+    _seed_everything(cfg.train.seed)
+    records = records if records is not None else _load_records(cfg)
+    base_path = resolve_model_path(cfg.model.path)
+    model, tokenizer = load_policy(base_path, dtype=cfg.model.dtype, device=info.device,
+                                   trust_remote_code=cfg.model.trust_remote_code,
+                                   gradient_checkpointing=cfg.model.gradient_checkpointing)
+    model = wrap_model(model, info)
+    optimizer, scheduler = make_optimizer(model, cfg.optim)
+    checkpoints = Checkpointer(run_dir / "checkpoints", keep=cfg.train.checkpoint_keep)
+
+    # ── resume: model, optimizer, RNG and data position from the latest checkpoint ─────────────
+    state = TrainerState()
+    if resume:
+        latest = checkpoints.latest()
+        if latest is not None:
+            state, model_state, optim_state, rng = Checkpointer.load(latest)
+            unwrap(model).load_state_dict(model_state)
+            load_optimizer_state(model, optimizer, optim_state)
+            scheduler.last_epoch = state.global_update
+            restore_rng(rng)
+        if state.stage >= b.num_stages:
+            raise ResumeError(
+                f"--resume: the run in {run_dir} already finished its {b.num_stages} stages "
+                f"({state.global_update} updates); nothing to do. Raise batch.num_stages to train further."
+            )
+        if info.is_main:
+            print(f"resuming at stage {state.stage}, update {state.update_in_stage}/{b.updates_per_stage} "
+                  f"(global {state.global_update}) from {latest or 'the start (no checkpoint yet)'}", flush=True)
+
+    metrics_log = (
+        MetricsLogger(run_dir, tensorboard=cfg.train.tensorboard, wandb_project=cfg.train.wandb_project,
+                      run_name=cfg.train.run_name, config=cfg.model_dump(mode="json"),
+                      resume_after_update=state.global_update if resume else None)
+        if info.is_main else None
+    )
+    updater = Updater(model, optimizer, scheduler, cfg, info, pad_token_id=_pad_id(tokenizer))
+
+    def checkpoint() -> None:
+        model_state = full_state_dict(model)
+        optim_state = optimizer_state(model, optimizer)
+        if info.is_main:
+            checkpoints.save(state, model_state, optim_state)
+        barrier(info)
+
+    from mucode.train.verify import VerifyPipeline, verifier_urls
+
+    show_progress = cfg.train.progress
+    run_start = time.perf_counter()
+    with verifier_urls(cfg.verifier.url, cfg.verifier.backend) as urls:
+        pipeline = VerifyPipeline(urls, token=cfg.verifier.token, timeout_s=cfg.verifier.timeout_s,
+                                  retries=cfg.verifier.max_retries) if info.is_main else None
+        try:
+            while state.stage < b.num_stages:
+                k = state.stage
+                stage_start = time.perf_counter()
+                stage_times: dict[str, float] = {}
+                rollout_metrics: dict[str, float] = {}
+                store_dir = run_dir / "stages" / f"stage-{k:04d}"
+
+                # ── 1+2. generate with β_k, verify while generating, store ────────────────────────
+                if info.is_main and not StageStore.is_complete(store_dir):
+                    if state.update_in_stage > 0:
+                        raise ResumeError(
+                            f"checkpoint says stage {k} was being optimized, but its store {store_dir} is "
+                            f"not complete. Delete {run_dir / 'checkpoints'} to restart the stage."
+                        )
+                    rollout_metrics = _generate(cfg, k, records, prompts_per_stage, store_dir, model, tokenizer,
+                                                run_dir, pipeline, show_progress)  # type: ignore[arg-type]
+                    state.engine_switches += 2  # trainer → engine, engine → trainer
+                    stage_times.update({key: v for key, v in rollout_metrics.items() if key.startswith("time/")})
+                barrier(info)
+                store = StageStore.open(store_dir)  # checksums verified: a corrupt store stops here
+
+                # ── 3. optimize: μ minibatches of B_mini groups streamed from the store ───────────
+                opt_start = time.perf_counter()
+                data_seed = cfg.train.seed * 1_000_003 + k
+                remaining = b.updates_per_stage - state.update_in_stage
+                bar = tqdm(total=b.updates_per_stage, initial=state.update_in_stage, desc=f"stage {k} optimize",
+                           unit="update", disable=not (show_progress and info.is_main), dynamic_ncols=True, leave=False)
+                recent_rewards: list[float] = []
+                for minibatch in store.minibatches(b.prompts_per_update, seed=data_seed,
+                                                   start=state.update_in_stage, count=b.updates_per_stage):
+                    metrics = updater.step(minibatch)
+                    state.update_in_stage += 1
+                    state.global_update += 1
+                    recent_rewards.append(metrics.get("reward/mean", math.nan))
+                    if metrics_log is not None:
+                        metrics_log.log_update({"stage": k, "update": state.global_update,
+                                                "update_in_stage": state.update_in_stage, **metrics})
+                    bar.update(1)
+                    bar.set_postfix(reward=f"{metrics.get('reward/mean', math.nan):.3f}",
+                                    veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}")
+                    if state.global_update % cfg.train.checkpoint_every == 0 and state.update_in_stage < b.updates_per_stage:
+                        checkpoint()
+                bar.close()
+                if remaining > 0 and state.update_in_stage != b.updates_per_stage:
+                    raise RuntimeError(f"stage {k} ended after {state.update_in_stage} updates, expected {b.updates_per_stage}")
+                stage_times["time/optimize"] = time.perf_counter() - opt_start
+
+                # ── 4. hand over: the policy in HF format becomes β_{k+1}; checkpoint the stage's end ─
+                hand_start = time.perf_counter()
+                policy_dir = run_dir / "policy" / f"stage-{k:04d}"
+                weights = full_state_dict(model)
+                if info.is_main:
+                    save_policy(unwrap(model), tokenizer, weights, policy_dir)
+                stage_times["time/handover"] = time.perf_counter() - hand_start
+                stage_times["time/total"] = time.perf_counter() - stage_start
+                record = _stage_record(k, store, state, stage_times, rollout_metrics, recent_rewards)
+                state.stage_times = [r for r in state.stage_times if r["stage"] != k] + [record]
+                for key, value in stage_times.items():
+                    state.times[key] = state.times.get(key, 0.0) + value
+                state.stage += 1
+                state.update_in_stage = 0
+                checkpoint()
+                if metrics_log is not None:
+                    metrics_log.log_event("stage", {**record, "update": state.global_update})
+                    print(f"stage {k} done: {_stage_line(record)}", flush=True)
+        finally:
+            if pipeline is not None:
+                pipeline.close()
+
+    totals = _totals(state, time.perf_counter() - run_start, base_path)
+    summary: dict[str, Any] = {}
+    if info.is_main and metrics_log is not None:
+        metrics_log.close()
+        text = write_summary(run_dir, state.stage_times, totals)
+        print("\n" + text, flush=True)
+        summary = {"stages": state.stage_times, "totals": totals}
+    return RunResult(run_dir=run_dir, state=state, summary=summary)
+
+
+def _pad_id(tokenizer: Any) -> int:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is None:
+        pad = getattr(tokenizer, "eos_token_id", None)
+    return int(pad) if pad is not None else 0
+
+
+def _generate(cfg: MucodeConfig, k: int, records: list[TaskRecord], per_stage: int, store_dir: Path,
+              model: torch.nn.Module, tokenizer: Any, run_dir: Path, pipeline: Any, show_progress: bool) -> dict[str, float]:
+    """Phase 1+2 of stage ``k``: start the engine on β_k, generate, verify, store, release."""
+    from mucode.data.prompts import render_prompt
+    from mucode.train.rollout_phase import generate_stage
+
+    slots = stage_prompts(records, k, per_stage, cfg.data.shuffle_seed)
+    prompts = []
+    for slot, record in slots:
+        ids = render_prompt(tokenizer, record)
+        if len(ids) > cfg.data.max_prompt_tokens:
+            raise ValueError(f"prompt {record.prompt_id} has {len(ids)} tokens > data.max_prompt_tokens="
+                             f"{cfg.data.max_prompt_tokens}")
+        prompts.append((slot, record, ids))
+    if StageStore.is_complete(store_dir):
+        raise AssertionError("unreachable")
+    if (store_dir / "manifest.json").exists():
+        writer = StageWriter.resume(store_dir, groups_per_shard=cfg.train.groups_per_shard)
+        print(f"stage {k}: finishing an interrupted store ({writer.groups_written}/{per_stage} groups kept)", flush=True)
+    else:
+        writer = StageWriter.create(store_dir, stage=k, expected_groups=per_stage,
+                                    groups_per_shard=cfg.train.groups_per_shard,
+                                    meta={"policy": str(_behaviour_path(cfg, run_dir, k))})
+    stats = generate_stage(
+        stage=k,
+        engine_factory=lambda: _make_engine(cfg, k, model, tokenizer, run_dir),
+        prompts=prompts,
+        samples_per_prompt=cfg.batch.samples_per_prompt,
+        writer=writer,
+        pipeline=pipeline,
+        adv_std=cfg.algo.adv_std,
+        adv_eps=cfg.algo.adv_eps,
+        rescore=_rescorer(cfg, model) if cfg.algo.recompute_behaviour_logprobs else None,
+        show_progress=show_progress,
+    )
+    model.train()
+    writer.finish(extra_meta={"rollout": stats.as_metrics()})
+    return stats.as_metrics()
+
+
+def _rescorer(cfg: MucodeConfig, model: torch.nn.Module) -> Any:
+    from mucode.rollout.logprobs import response_logprobs
+
+    @torch.no_grad()
+    def rescore(group: list[Any]) -> list[list[float]]:
+        out = response_logprobs(model, [s.prompt_token_ids for s in group], [s.response_token_ids for s in group],
+                                cfg.rollout.temperature)
+        return [out.logprobs[i, : len(s.response_token_ids)].float().tolist() for i, s in enumerate(group)]
+
+    return rescore
+
+
+def _behaviour_path(cfg: MucodeConfig, run_dir: Path, k: int) -> Path:
+    return run_dir / "policy" / f"stage-{k - 1:04d}" if k > 0 else Path(resolve_model_path(cfg.model.path))
+
+
+def _make_engine(cfg: MucodeConfig, k: int, model: torch.nn.Module, tokenizer: Any, run_dir: Path) -> Any:
+    """The stage's engine on β_k. The ``hf`` engine in a single process shares the trainer's
+    weights (they are frozen while it runs); otherwise the engine loads the handed-over policy."""
+    r = cfg.rollout
+    seed = r.seed + 7919 * k
+    if r.engine == "hf" and not isinstance(model, torch.nn.parallel.DistributedDataParallel) and not hasattr(model, "_fsdp_wrapped_module"):
+        from mucode.rollout.hf import HFEngine
+
+        return HFEngine(model, tokenizer, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+                        max_new_tokens=r.max_response_tokens, seed=seed, batch_size=r.batch_size)
+    from mucode.rollout.factory import make_engine
+
+    return make_engine(r.engine, str(_behaviour_path(cfg, run_dir, k)), temperature=r.temperature, top_p=r.top_p,
+                       top_k=r.top_k, max_new_tokens=r.max_response_tokens, seed=seed, dtype=cfg.model.dtype,
+                       device=cfg.train.device, batch_size=r.batch_size, tensor_parallel_size=r.tensor_parallel_size,
+                       data_parallel_size=r.data_parallel_size, gpu_memory_utilization=r.gpu_memory_utilization)
+
+
+def _stage_record(k: int, store: StageStore, state: TrainerState, times: dict[str, float],
+                  rollout: dict[str, float], recent: list[float]) -> dict[str, Any]:
+    roll = rollout or store.meta.get("rollout", {})
+    tail = [r for r in recent[-max(1, len(recent) // 4):] if not math.isnan(r)]
+    return {
+        "stage": k,
+        "updates": state.update_in_stage,
+        "reward/rollout_mean": roll.get("reward/rollout_mean"),
+        "reward/last_updates_mean": sum(tail) / len(tail) if tail else None,
+        "verifier/masked": int(roll.get("verifier/masked", 0)),
+        "rollout/responses": int(roll.get("rollout/responses", store.num_rows)),
+        **times,
+    }
+
+
+def _stage_line(record: dict[str, Any]) -> str:
+    parts = [f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items() if k != "stage"]
+    return ", ".join(parts)
+
+
+def _totals(state: TrainerState, wall: float, base: str) -> dict[str, Any]:
+    stages = state.stage_times
+    firsts = [s["reward/rollout_mean"] for s in stages if s.get("reward/rollout_mean") is not None]
+    lasts = [s["reward/last_updates_mean"] for s in stages if s.get("reward/last_updates_mean") is not None]
+    totals: dict[str, Any] = {
+        "updates": state.global_update,
+        "verifier/masked": sum(int(s.get("verifier/masked", 0)) for s in stages),
+        "engine_switches": state.engine_switches,
+        "reward/rollout_mean": firsts[-1] if firsts else None,
+        "reward/last_updates_mean": lasts[-1] if lasts else None,
+        "time/this_invocation": wall,
+        **{k: v for k, v in state.times.items()},
+        "base_policy": base,
+    }
+    if firsts:
+        totals["reward/first_rollout_mean"] = firsts[0]
+    return totals
+

@@ -1,0 +1,231 @@
+"""Phase 3 of a stage, one optimizer update: micro-batching by token budget, the objective by name,
+gradient accumulation with the minibatch's explicit denominator, grad clipping, AdamW.
+
+- The minibatch is B_mini prompt groups. Responses whose verification failed (``masked``) are
+  dropped before anything else: they count in no denominator and carry no gradient.
+- Micro-batches are packed greedily (responses sorted by length) so that rows × padded length
+  (prompt + response) stays within ``batch.micro_batch_tokens``; a single response longer than the
+  budget gets a micro-batch of its own. The loss of every micro-batch uses the denominator of the
+  whole minibatch (``mucode.algo.loss_denominator``), so the accumulated gradient does not depend on
+  the budget (tested).
+- Objectives that need a minibatch-wide pass (M2PO's masking) get it: a no-grad forward over the
+  whole minibatch first, then ``objective.prepare`` and row slices per micro-batch.
+- Under torchrun each rank takes groups ``rank::world``; gradients are summed across ranks (FSDP:
+  loss × world before its averaging reduce-scatter; CPU: an explicit all-reduce), so the update
+  equals the single-process one. Ranks pad to the same number of micro-batches (FSDP needs it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from mucode.algo import get_objective, loss_denominator
+from mucode.algo.metrics import reduce_metrics
+from mucode.config import AlgoConfig, MucodeConfig, OptimConfig
+from mucode.rollout.logprobs import response_logprobs
+from mucode.train.distributed import DistInfo, unwrap
+from mucode.train.store import StoredGroup, StoredSample
+
+__all__ = ["Updater", "make_optimizer", "objective_params", "pack_micro_batches"]
+
+
+def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW (no weight decay on biases and norms) with a constant lr after optional linear warm-up."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.dim() < 2 or "norm" in name.lower() else decay).append(p)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=tuple(cfg.betas), foreach=False,
+    )
+    warmup = cfg.warmup_updates
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+    )
+    return optimizer, scheduler
+
+
+# How the config's algo section becomes each objective's typed params (a registry, not if/elif).
+# An objective registered by a plug-in and missing here gets its default params + the aggregation.
+_PARAMS_FROM_CONFIG: dict[str, Callable[[AlgoConfig], dict[str, Any]]] = {
+    "grpo": lambda a: {"clip_low": a.clip_eps_low, "clip_high": a.clip_eps_high, "dual_clip": a.dual_clip_c},
+    "mu_grpo": lambda a: {"ratio_upper": 1.0 + a.clip_eps_high, "veto_scope": a.veto_scope,
+                          "veto_threshold": a.veto_threshold},
+    "m2po": lambda a: {"m2_threshold": a.m2po_threshold,
+                       "mode": {"greedy": "greedy_mask", "waterfill": "water_fill"}[a.m2po_mode]},
+}
+
+
+def objective_params(algo: AlgoConfig) -> Any:
+    """The typed params of ``algo.objective`` filled from the config section."""
+    objective = get_objective(algo.objective)
+    kwargs = {"aggregation": algo.loss_agg}
+    kwargs.update(_PARAMS_FROM_CONFIG.get(algo.objective, lambda a: {})(algo))
+    return objective.params_type(**kwargs)
+
+
+def pack_micro_batches(samples: Sequence[StoredSample], budget: int) -> list[list[int]]:
+    """Indices of ``samples`` grouped so that rows × (longest prompt + longest response) ≤ budget."""
+    order = sorted(range(len(samples)), key=lambda i: (len(samples[i].prompt_tokens) + len(samples[i].response_tokens), i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    width_p = width_r = 0
+    for i in order:
+        p, r = len(samples[i].prompt_tokens), max(1, len(samples[i].response_tokens))
+        new_p, new_r = max(width_p, p), max(width_r, r)
+        if current and (len(current) + 1) * (new_p + new_r) > budget:
+            batches.append(current)
+            current, new_p, new_r = [], p, r
+        current.append(i)
+        width_p, width_r = new_p, new_r
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.as_tensor(list(row), dtype=torch.float32)
+    return out
+
+
+class Updater:
+    """Makes one optimizer update from one minibatch of stored groups."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: MucodeConfig,
+                 info: DistInfo, *, pad_token_id: int) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.info = info
+        self.objective = get_objective(cfg.algo.objective)
+        self.params = objective_params(cfg.algo)
+        self.temperature = cfg.rollout.temperature
+        self.budget = cfg.batch.micro_batch_tokens
+        self.grad_clip = cfg.optim.grad_clip
+        self.log_entropy = cfg.train.log_entropy
+        self.pad_token_id = pad_token_id
+        self.fsdp = hasattr(model, "_fsdp_wrapped_module") or type(model).__name__ == "FullyShardedDataParallel"
+
+    def _forward(self, samples: Sequence[StoredSample], with_entropy: bool) -> Any:
+        return response_logprobs(self.model, [s.prompt_tokens for s in samples], [s.response_tokens for s in samples],
+                                 self.temperature, pad_token_id=self.pad_token_id, with_entropy=with_entropy)
+
+    def step(self, groups: list[StoredGroup]) -> dict[str, float]:
+        info = self.info
+        all_samples = [s for g in groups for s in g.samples]
+        usable = [s for s in all_samples if not s.masked and s.response_tokens]
+        mine_groups = groups[info.rank :: info.world_size]
+        mine = [s for g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
+        lengths = [len(s.response_tokens) for s in usable]
+        full_mask = torch.zeros((len(usable), max(lengths, default=1)), dtype=torch.bool)
+        for i, n in enumerate(lengths):
+            full_mask[i, :n] = True
+        denominator = (loss_denominator(full_mask, self.params.aggregation, norm_length=self.params.norm_length)
+                       if usable else 0.0)
+
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        parts: list[dict[str, float]] = []
+        micro = pack_micro_batches(mine, self.budget) if mine else []
+        n_micro = len(micro)
+        if info.enabled:
+            t = torch.tensor([n_micro], dtype=torch.long, device=info.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            n_micro_all = int(t.item())
+        else:
+            n_micro_all = n_micro
+
+        prepared_full = self._prepare(mine, micro) if self.objective.needs_minibatch_pass and mine else None
+
+        scale = float(info.world_size) if self.fsdp else 1.0
+        for m in range(n_micro_all):
+            if m >= n_micro or denominator <= 0:
+                self._dummy_backward()  # keeps FSDP's collectives in step across ranks
+                continue
+            rows = [mine[i] for i in micro[m]]
+            out = self._forward(rows, self.log_entropy)
+            width = out.logprobs.shape[1]
+            behaviour = _pad([s.behaviour_logprobs for s in rows], width).to(out.logprobs.device)
+            advantages = torch.tensor([s.advantage for s in rows], dtype=torch.float32, device=out.logprobs.device)
+            prepared = None
+            if prepared_full is not None:
+                index = torch.tensor(micro[m], dtype=torch.long)
+                prepared = {k: (v[index][:, :width] if v.dim() >= 2 else v[index]).to(out.logprobs.device)
+                            for k, v in prepared_full.items()}
+            loss, metrics = self.objective(out.logprobs, behaviour, advantages, out.mask, self.params,
+                                           denominator=denominator, entropy=out.entropy, prepared=prepared)
+            (loss * scale).backward()
+            parts.append(metrics)
+
+        if info.enabled and not self.fsdp:
+            for p in self.model.parameters():
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+        grad_norm = self._clip()
+        self.optimizer.step()
+        self.scheduler.step()
+
+        if info.enabled:
+            gathered: list[list[dict[str, float]]] = [[] for _ in range(info.world_size)]
+            dist.all_gather_object(gathered, parts)
+            parts = [p for rank_parts in gathered for p in rank_parts]
+        metrics = reduce_metrics(parts) if parts else {}
+        rewards = [s.reward for s in usable]
+        metrics.update({
+            "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
+            "reward/frac_groups_all_equal": sum(
+                len({s.reward for s in g.samples if not s.masked}) <= 1 for g in groups) / max(1, len(groups)),
+            "batch/responses": len(usable),
+            "batch/masked_responses": len(all_samples) - len(usable),
+            "batch/micro_batches": n_micro_all,
+            "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
+            "optim/grad_norm": grad_norm,
+            "optim/lr": self.scheduler.get_last_lr()[0],
+        })
+        return metrics
+
+    def _clip(self) -> float:
+        max_norm = self.grad_clip if self.grad_clip is not None else math.inf
+        if self.fsdp:
+            norm = self.model.clip_grad_norm_(max_norm)  # type: ignore[operator]
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(unwrap(self.model).parameters(), max_norm)
+        return float(norm)
+
+    def _dummy_backward(self) -> None:
+        first = next(self.model.parameters())
+        zero = torch.zeros((1, 1), dtype=torch.long, device=first.device)
+        out = self.model(input_ids=zero, attention_mask=torch.ones_like(zero), use_cache=False)
+        (out.logits.sum() * 0.0).backward()
+
+    @torch.no_grad()
+    def _full_logprobs(self, samples: list[StoredSample], micro: list[list[int]]) -> torch.Tensor:
+        width = max(len(s.response_tokens) for s in samples)
+        full = torch.zeros((len(samples), width), dtype=torch.float32)
+        for rows in micro:
+            out = self._forward([samples[i] for i in rows], False)
+            for j, i in enumerate(rows):
+                n = len(samples[i].response_tokens)
+                full[i, :n] = out.logprobs[j, :n].float().cpu()
+        return full
+
+    def _prepare(self, samples: list[StoredSample], micro: list[list[int]]) -> dict[str, torch.Tensor]:
+        """M2PO-style minibatch pass (this rank's responses; ranks prepare independently)."""
+        logprobs = self._full_logprobs(samples, micro)
+        width = logprobs.shape[1]
+        behaviour = _pad([s.behaviour_logprobs for s in samples], width)
+        mask = torch.zeros_like(logprobs, dtype=torch.bool)
+        for i, s in enumerate(samples):
+            mask[i, : len(s.response_tokens)] = True
+        advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+        return {k: v.cpu() for k, v in self.objective.prepare(logprobs, behaviour, advantages, mask, self.params).items()}

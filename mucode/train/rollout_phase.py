@@ -1,0 +1,161 @@
+"""Phases 1–2 of a stage: generate with the frozen policy, verify while generating, store.
+
+Finished groups go to the verifier as the engine yields them; verified groups get their group
+advantages (``mucode.algo.group_advantages`` over the responses whose verification succeeded) and
+are appended to the stage store immediately. Responses whose verification failed for
+infrastructure reasons are stored with ``masked=True`` and a NaN reward: they enter neither the
+group statistics nor the loss, and they are counted (``verifier/masked``).
+
+Timing: ``time/rollout`` is the engine's wall-clock (start to last group); ``time/verify`` is the
+time spent waiting for the verifier after generation ended (the part of verification that did not
+overlap generation); ``verifier/busy_s`` is the sum of the groups' verification latencies.
+
+With ``rescore`` (``algo.recompute_behaviour_logprobs``) the stored behaviour log-probs are the
+trainer's own, computed with β_k's weights as each group arrives, instead of the engine's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from mucode.algo.advantages import group_advantages
+from mucode.data.types import TaskRecord
+from mucode.rollout.types import RolloutEngine, Sample
+from mucode.train.store import StageWriter, StoredGroup, StoredSample
+from mucode.train.verify import GroupVerdicts, VerifyPipeline
+
+__all__ = ["RolloutStats", "generate_stage"]
+
+
+@dataclass
+class RolloutStats:
+    groups: int = 0
+    responses: int = 0
+    reward_sum: float = 0.0
+    scored: int = 0
+    masked: int = 0
+    resends: int = 0
+    truncated: int = 0
+    response_tokens: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=dict)
+
+    def as_metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {
+            "reward/rollout_mean": self.reward_sum / self.scored if self.scored else math.nan,
+            "rollout/groups": self.groups,
+            "rollout/responses": self.responses,
+            "rollout/truncated_frac": self.truncated / max(1, self.responses),
+            "rollout/mean_response_tokens": self.response_tokens / max(1, self.responses),
+            "verifier/masked": self.masked,
+            "verifier/masked_frac": self.masked / max(1, self.responses),
+            "verifier/resends": self.resends,
+        }
+        out.update({f"verifier/status/{k}": v for k, v in sorted(self.statuses.items())})
+        out.update(self.times)
+        return out
+
+
+def _stored_group(slot: int, record: TaskRecord, samples: list[Sample], verdicts: GroupVerdicts,
+                  adv_std: str, adv_eps: float) -> StoredGroup:
+    rewards = torch.tensor([0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)])
+    valid = torch.tensor([not m for m in verdicts.masked])
+    advantages = group_advantages(rewards, torch.zeros(len(samples), dtype=torch.long), std=adv_std,
+                                  eps=adv_eps, valid=valid).tolist()
+    per_sample_verify = verdicts.verify_s / max(1, len(samples))
+    return StoredGroup(
+        group_id=slot,
+        prompt_id=record.prompt_id,
+        samples=[
+            StoredSample(
+                prompt_id=record.prompt_id,
+                sample_index=s.sample_index,
+                prompt_tokens=list(s.prompt_token_ids),
+                response_tokens=list(s.response_token_ids),
+                behaviour_logprobs=list(s.behaviour_logprobs),
+                reward=verdicts.rewards[i],
+                status=verdicts.statuses[i],
+                masked=verdicts.masked[i],
+                advantage=advantages[i],
+                response_text=s.response_text,
+                truncated=s.finish_reason == "length",
+                verify_s=per_sample_verify,
+            )
+            for i, s in enumerate(samples)
+        ],
+    )
+
+
+def generate_stage(
+    *,
+    stage: int,
+    engine_factory: Callable[[], RolloutEngine],
+    prompts: list[tuple[int, TaskRecord, list[int]]],
+    samples_per_prompt: int,
+    writer: StageWriter,
+    pipeline: VerifyPipeline,
+    adv_std: str,
+    adv_eps: float,
+    rescore: Callable[[list[Sample]], list[list[float]]] | None = None,
+    show_progress: bool = True,
+) -> RolloutStats:
+    """Generate, verify and store the groups of ``prompts`` (slot, record, prompt ids) not yet stored."""
+    stats = RolloutStats()
+    todo = [p for p in prompts if p[0] not in writer.done_group_ids]
+    by_slot: dict[int, TaskRecord] = {slot: record for slot, record, _ in todo}
+    bar = tqdm(total=len(todo), desc=f"stage {stage} rollout", unit="group", disable=not show_progress,
+               dynamic_ncols=True, leave=False)
+
+    def store(verdicts: GroupVerdicts) -> None:
+        slot, samples = verdicts.key, verdicts.payload
+        group = _stored_group(slot, by_slot[slot], samples, verdicts, adv_std, adv_eps)
+        writer.add(group)
+        stats.groups += 1
+        for s in group.samples:
+            stats.responses += 1
+            stats.statuses[s.status] = stats.statuses.get(s.status, 0) + 1
+            stats.truncated += int(s.truncated)
+            stats.response_tokens += len(s.response_tokens)
+            if s.masked:
+                stats.masked += 1
+            else:
+                stats.scored += 1
+                stats.reward_sum += s.reward
+        bar.set_postfix(reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked)
+
+    start = time.perf_counter()
+    engine = engine_factory()
+    stats.times["time/engine_start"] = time.perf_counter() - start
+    resends_before = pipeline.resends
+    try:
+        for group in engine.generate([(str(slot), ids) for slot, _, ids in todo], samples_per_prompt):
+            slot = int(group[0].prompt_id)
+            record = by_slot[slot]
+            if rescore is not None:  # algo.recompute_behaviour_logprobs: b from the trainer, not the engine
+                for sample, logprobs in zip(group, rescore(group), strict=True):
+                    sample.behaviour_logprobs = logprobs
+            items: list[dict[str, Any]] = [
+                record.verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}") for s in group
+            ]
+            pipeline.submit(slot, items, payload=group)
+            bar.update(1)
+            for verdicts in pipeline.done():
+                store(verdicts)
+    finally:
+        engine.close()  # release the engine: its memory (and, for vllm, its process) goes
+        del engine
+    generated = time.perf_counter()
+    stats.times["time/rollout"] = generated - start
+    for verdicts in pipeline.drain():
+        store(verdicts)
+    bar.close()
+    stats.times["time/verify"] = time.perf_counter() - generated
+    stats.resends = pipeline.resends - resends_before
+    return stats
