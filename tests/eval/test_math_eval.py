@@ -43,7 +43,10 @@ def problems(math_data: Path) -> dict[str, list[MathProblem]]:
 
 @pytest.fixture(scope="module")
 def verified(
-    problems: dict[str, list[MathProblem]], math_data: Path, math_verifier: VerifierOptions, tmp_path_factory: Any
+    problems: dict[str, list[MathProblem]],
+    math_data: Path,
+    math_verifier: VerifierOptions,
+    tmp_path_factory: Any,
 ) -> tuple[dict[str, Any], Path]:
     """Sample 0 boxes the problem's own answer, sample 1 another problem's answer."""
     run_dir = tmp_path_factory.mktemp("math-run")
@@ -51,7 +54,9 @@ def verified(
         name: {p.id: [boxed(p.answer, p.id), boxed(other_answer(ps, i), p.id)] for i, p in enumerate(ps)}
         for name, ps in problems.items()
     }
-    report = evaluate_math(None, LOCAL, data_dir=math_data, samples=samples, verifier=math_verifier, run_dir=run_dir)
+    report = evaluate_math(
+        None, LOCAL, data_dir=math_data, samples=samples, verifier=math_verifier, run_dir=run_dir
+    )
     return report, run_dir
 
 
@@ -73,14 +78,18 @@ def test_local_files_load_with_their_own_field_names(problems: dict[str, list[Ma
     assert MATH_BENCHMARKS["aime24"].default_samples == 16 and MATH_BENCHMARKS["math500"].default_samples == 4
 
 
-def test_own_answers_score_100_percent_and_other_answers_near_zero(verified: tuple[dict[str, Any], Path]) -> None:
+def test_own_answers_score_100_percent_and_other_answers_near_zero(
+    verified: tuple[dict[str, Any], Path],
+) -> None:
     report, run_dir = verified
     for name in LOCAL:
         by_index = verdicts_by_index(run_dir, name)
         own, other = by_index[0], by_index[1]
         assert len(own) == EXPECTED_ROWS[name]
         assert own.count("correct") == len(own), f"{name}: own answers not all correct: {set(own)}"
-        assert other.count("correct") / len(other) <= 0.03, f"{name}: {other.count('correct')} other answers pass"
+        assert other.count("correct") / len(other) <= 0.03, (
+            f"{name}: {other.count('correct')} other answers pass"
+        )
         assert report[name]["infra_errors"] == 0
         assert report[name]["n_samples"] == 2 * EXPECTED_ROWS[name]
         assert report[name]["pass@1"] == pytest.approx((len(own) + other.count("correct")) / (2 * len(own)))
@@ -105,12 +114,20 @@ def test_mixed_files_give_the_expected_averages(
         samples[name] = {}
         for i, p in enumerate(ps):
             own = min(i % 5, 4)
-            samples[name][p.id] = [boxed(p.answer, p.id)] * own + [boxed(other_answer(ps, i), p.id)] * (4 - own)
+            samples[name][p.id] = [boxed(p.answer, p.id)] * own + [boxed(other_answer(ps, i), p.id)] * (
+                4 - own
+            )
             fractions.append((own + (4 - own) * wrong_passes[p.id]) / 4)
         expected[name] = sum(fractions) / len(fractions)
     messages: list[str] = []
     report = evaluate_math(
-        None, LOCAL, data_dir=math_data, samples=samples, verifier=math_verifier, run_dir=run_dir, progress=messages.append
+        None,
+        LOCAL,
+        data_dir=math_data,
+        samples=samples,
+        verifier=math_verifier,
+        run_dir=run_dir,
+        progress=messages.append,
     )
     assert not any("to verify" in m for m in messages), "identical items must come from the cache"
     for name in LOCAL:
@@ -140,4 +157,6 @@ def test_amc24_without_local_copy_is_skipped_and_the_average_marked_partial(
 
 def test_unknown_sample_ids_are_rejected(math_data: Path, math_verifier: VerifierOptions) -> None:
     with pytest.raises(ValueError, match="not problems of the benchmark"):
-        evaluate_math(None, ["aime24"], data_dir=math_data, samples={"aime24": {"nope": ["1"]}}, verifier=math_verifier)
+        evaluate_math(
+            None, ["aime24"], data_dir=math_data, samples={"aime24": {"nope": ["1"]}}, verifier=math_verifier
+        )
