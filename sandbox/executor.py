@@ -1,7 +1,7 @@
 """The mucode sandbox executor: a stdlib-only fork server that runs untrusted programs per test.
 
-    python3 -I -S sandbox/executor.py --socket /run/mucode/executor.sock --slots 4 \
-        [--scratch /scratch] [--uid-base 10000]
+    python3 -I -S sandbox/executor.py (--socket /run/mucode/executor.sock | --socket-dir /run/mucode) \
+        [--slots 4] [--scratch /scratch] [--uid-base 10000]
 
 Process tree (all root inside the sandbox, every program child unprivileged):
 
@@ -100,10 +100,13 @@ def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: arg
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    busy[2 * slot.index] = 1
     kill_slot(slot, wipe=(slot.root,))
+    busy[2 * slot.index] = 0
     while True:
         conn, _ = listener.accept()
-        busy[slot.index] = 1
+        busy[2 * slot.index] = 1
+        busy[2 * slot.index + 1] = (busy[2 * slot.index + 1] + 1) % 256
         pid = os.fork()
         if pid == 0:
             code = 0
@@ -120,7 +123,7 @@ def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: arg
         os.waitpid(pid, 0)
         kill_slot(slot, wipe=(slot.root,))
         reap_children()
-        busy[slot.index] = 0
+        busy[2 * slot.index] = 0
 
 
 def _slot_pids(uids: set[int]) -> list[tuple[int, int]]:
@@ -182,7 +185,7 @@ def serve(args: argparse.Namespace) -> None:
         s.listen(128)
         listeners.append(s)
     jobs, ctl = listeners
-    busy = mmap.mmap(-1, max(1, args.slots))
+    busy = mmap.mmap(-1, 2 * max(1, args.slots))  # per slot: busy flag, job counter mod 256
     managers: dict[int, int] = {}
 
     def spawn(slot: Slot) -> None:
@@ -216,7 +219,7 @@ def serve(args: argparse.Namespace) -> None:
                 for index, mpid in list(managers.items()):
                     if mpid == pid:
                         restarts += 1
-                        busy[index] = 0
+                        busy[2 * index] = 0
                         kill_slot(slots[index], wipe=(slots[index].root,))
                         spawn(slots[index])
             try:
@@ -228,12 +231,16 @@ def serve(args: argparse.Namespace) -> None:
                 try:
                     if recv_frame(conn) is None:
                         continue
-                    idle_uids = {s.uid for s in slots if busy[s.index] == 0}
-                    leftovers = _slot_pids(idle_uids)
+                    before = bytes(busy)
+                    found = _slot_pids({s.uid for s in slots if before[2 * s.index] == 0})
+                    after = bytes(busy)  # a slot that took a job meanwhile is not idle: skip it
+                    still_idle = {s.uid for s in slots
+                                  if after[2 * s.index] == 0 and after[2 * s.index + 1] == before[2 * s.index + 1]}
+                    leftovers = [(pid, uid) for pid, uid in found if uid in still_idle]
                     send_frame(conn, {
                         "ev": "pong", "ok": not leftovers and not writable_shared,
                         "writable_shared_dirs": writable_shared, "version": VERSION, "slots": args.slots,
-                        "busy": sum(busy[s.index] for s in slots), "manager_restarts": restarts,
+                        "busy": sum(after[2 * s.index] for s in slots), "manager_restarts": restarts,
                         "leftover_processes": leftovers[:20], "languages": sorted(LANGUAGES),
                         "uids": [s.uid for s in slots], "pid_namespace": os.readlink("/proc/self/ns/pid"),
                     })
@@ -257,7 +264,9 @@ def serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--socket", required=True, help="job socket path; health pings on <name>.ctl")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", help="job socket path <name>.sock; health pings on <name>.ctl")
+    where.add_argument("--socket-dir", help="use <dir>/<hostname>.sock (for replicas sharing one volume)")
     p.add_argument("--slots", type=int, default=4, help="concurrent runs (one uid each)")
     p.add_argument("--scratch", default="/scratch", help="parent of the per-slot scratch dirs <scratch>/<i>")
     p.add_argument("--uid-base", type=int, default=10000, help="slot i runs as uid uid_base+i")
@@ -269,6 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--wall-factor", type=float, default=2.0, help="wall limit = factor * time limit + 0.5 s")
     p.add_argument("--idle-timeout-s", type=float, default=120.0)
     args = p.parse_args(argv)
+    if args.socket_dir:
+        args.socket = os.path.join(args.socket_dir, socket.gethostname() + ".sock")
     if os.geteuid() != 0:
         sys.exit("executor: must run as root (inside its container or jail) to switch to the slot uids")
     serve(args)

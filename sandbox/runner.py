@@ -6,7 +6,7 @@ used by nobody else and a scratch directory owned by that uid. Per test:
 1. pipes for stdin/stdout/stderr and a control pipe (fd 3), then ``fork``;
 2. the child: new session, fds 0-3 on the pipes and every other fd closed, rlimits (CPU, AS, NPROC,
    FSIZE, NOFILE, CORE=0), ``setgroups([])``/``setgid``/``setuid`` to the slot uid,
-   ``PR_SET_NO_NEW_PRIVS``, a fresh run dir, a clean environment, then it writes ``ready`` on the
+   ``PR_SET_NO_NEW_PRIVS``, an emptied scratch dir as cwd, a clean environment, then it writes ``ready`` on the
    control pipe and runs the program (see languages.py). A failure before ``ready`` is a sandbox
    error; the program cannot forge one (it only runs after ``ready``);
 3. the parent feeds stdin and reads stdout/stderr/control *while the child runs* (caps enforced on
@@ -14,7 +14,7 @@ used by nobody else and a scratch directory owned by that uid. Per test:
    the wall-clock deadline passes;
 4. clean-up: each test child first kills, as the slot uid, whatever the previous test of the job
    left (``kill(-1, SIGKILL)`` spares the caller and reaches double-forked daemons, and nothing
-   outside the slot) and removes the previous run dir. When a run hits a limit, or something still
+   outside the slot) and empties the slot's scratch dir (its cwd; a tmpfs of its own). When a run hits a limit, or something still
    holds its pipes after it exited, the parent kills the whole uid at once through a helper that
    setuid()s to the slot uid and calls ``kill(-1, SIGKILL)``. After each job the slot manager does
    the same kill and wipes the slot's scratch dir. Zombies are reaped (handlers are subreapers).
@@ -148,7 +148,7 @@ def reap_children(wait_s: float = 2.0) -> None:
 
 def _clean_slot_as_slot_uid(slot: Slot, keep: str) -> None:
     """In the test child, already running as the slot uid: kill what the previous test of this job
-    left running (kill(-1) spares the caller) and remove its run dir. Saves a helper fork per test;
+    left running (kill(-1) spares the caller) and empty the scratch dir. Saves a helper fork per test;
     the slot manager still kills and wipes everything after each job."""
     try:
         os.kill(-1, signal.SIGKILL)
@@ -203,7 +203,6 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
             raise RuntimeError("still root after setuid")
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         _clean_slot_as_slot_uid(slot, keep=os.path.basename(build_dir))
-        os.mkdir(run_dir, 0o700)
         os.chdir(run_dir)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir,
                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -237,7 +236,7 @@ def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     ctl_r, ctl_w = os.pipe()
-    run_dir = os.path.join(slot.root, f"run{index}")
+    run_dir = slot.root  # emptied by the child before each test (all but the job's build dir)
     stdin_data = test_input.encode("utf-8") if job.get("mode") == "stdio" else b""
     start = time.monotonic()
     pid = os.fork()
@@ -395,5 +394,6 @@ def _outcome(job: dict, lim: Limits, status: int, usage: resource.struct_rusage,
         "cpu_s": round(cpu, 6),
         "peak_memory_mb": round(peak_mb, 3),
         "limit_hit": limit_hit,
+        "exception": next(iter(sorted(t for t in exc_types if isinstance(t, str))), None),
         "message": message,
     }

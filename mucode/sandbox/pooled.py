@@ -74,9 +74,11 @@ def to_outcome(frame: dict[str, Any], verdict: Verdict) -> TestOutcome:
 
 def judge_frame(job: CodeJob, frame: dict[str, Any]) -> TestOutcome:
     status = frame.get("status")
+    t = job.tests
+    if t.format == "assert" and status == "runtime_error" and frame.get("exception") == "AssertionError":
+        return to_outcome(frame, Verdict.wrong_answer)  # a failed assertion is a wrong answer
     if status != "ok":
         return to_outcome(frame, _STATUS_TO_VERDICT.get(str(status), Verdict.sandbox_error))
-    t = job.tests
     if t.format == "assert":
         ok = True
     else:
