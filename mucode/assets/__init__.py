@@ -1,0 +1,28 @@
+"""Files shipped inside the package: the embedded tiny policy (``mucode/assets/tiny/``).
+
+The tiny policy is a ~0.9 M-parameter Qwen2-architecture causal LM with a byte-level BPE tokenizer
+(ChatML chat template) made by ``scripts/make_tiny_policy.py`` with a short supervised warm-up on
+the toy tasks (``mucode.data.toy``) in which only part of the targets are correct, so that it
+starts with a low but non-zero reward. It loads offline with ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TINY_POLICY_NAME = "tiny"
+TINY_POLICY_DIR = Path(__file__).resolve().parent / "tiny"
+
+
+def tiny_policy_path() -> Path:
+    """Directory of the embedded tiny policy (model + tokenizer), loadable with ``from_pretrained``."""
+    if not (TINY_POLICY_DIR / "config.json").exists():
+        raise FileNotFoundError(
+            f"{TINY_POLICY_DIR} holds no tiny policy; rebuild it with `python scripts/make_tiny_policy.py`"
+        )
+    return TINY_POLICY_DIR
+
+
+def resolve_model_path(path: str) -> str:
+    """``"tiny"`` -> the embedded tiny policy's directory; anything else unchanged."""
+    return str(tiny_policy_path()) if path == TINY_POLICY_NAME else path

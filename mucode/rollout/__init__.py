@@ -1,0 +1,54 @@
+"""Rollout engines: sample G responses per prompt from a frozen behaviour policy, with the
+behaviour log-prob of every sampled token.
+
+Public API::
+
+    from mucode.rollout import Sample, RolloutEngine, make_engine, response_logprobs, sequence_logprobs
+
+    engine = make_engine("hf", "tiny", temperature=1.0, max_new_tokens=64, seed=0, batch_size=64)
+    for group in engine.generate([(prompt_id, prompt_token_ids), ...], samples_per_prompt=8):
+        ...                       # a finished group: G Samples of one prompt, sample_index order
+    engine.close()                # vllm: the engine process ends and its GPU memory is freed
+
+``Sample(prompt_id, sample_index, prompt_token_ids, response_token_ids, behaviour_logprobs,
+response_text, finish_reason)``: ``behaviour_logprobs[t] = log_softmax(logits_t / T)[token_t]``
+(the stop token is part of the response and has its log-prob); ``finish_reason`` is
+``"stop"`` or ``"length"``.
+
+``make_engine(name, model_path, *, temperature, top_p, top_k, max_new_tokens, seed, dtype, device,
+batch_size, tensor_parallel_size, data_parallel_size, gpu_memory_utilization, **extra)``:
+``name`` is ``hf`` (transformers, CPU/GPU, this process) or ``vllm`` (GPU, a child process);
+``model_path`` a Hugging Face directory or Hub id, or ``"tiny"`` for the embedded tiny policy.
+``HFEngine(model, tokenizer, ...)`` wraps an already-loaded model without a copy.
+
+Log-probs for the trainer: ``response_logprobs(model, prompts, responses, temperature)`` returns
+right-padded ``[B, R]`` log-probs (+ mask, optional entropy) with gradient, computed exactly as
+the engines define them (``mucode.rollout.logprobs``); ``sequence_logprobs`` does one sequence.
+With top_p < 1 or top_k > 0 the engines' log-probs differ from these (a warning is logged).
+"""
+
+from mucode.rollout.factory import ENGINES, make_engine, register_engine
+from mucode.rollout.hf import HFEngine
+from mucode.rollout.logprobs import (
+    ResponseLogprobs,
+    response_logprobs,
+    sequence_logprobs,
+    token_entropy,
+    token_logprobs,
+)
+from mucode.rollout.types import FinishReason, RolloutEngine, Sample
+
+__all__ = [
+    "ENGINES",
+    "FinishReason",
+    "HFEngine",
+    "ResponseLogprobs",
+    "RolloutEngine",
+    "Sample",
+    "make_engine",
+    "register_engine",
+    "response_logprobs",
+    "sequence_logprobs",
+    "token_entropy",
+    "token_logprobs",
+]

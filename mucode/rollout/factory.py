@@ -1,0 +1,102 @@
+"""``make_engine``: build a rollout engine by name from a registry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+from mucode.assets import resolve_model_path
+from mucode.rollout.types import RolloutEngine
+
+logger = logging.getLogger(__name__)
+
+EngineName = Literal["hf", "vllm"]
+EngineBuilder = Callable[..., RolloutEngine]
+ENGINES: dict[str, EngineBuilder] = {}
+
+
+def register_engine(name: str) -> Callable[[EngineBuilder], EngineBuilder]:
+    """Register an engine builder ``fn(model_path, **settings) -> RolloutEngine``; duplicates raise."""
+
+    def decorate(fn: EngineBuilder) -> EngineBuilder:
+        if name in ENGINES:
+            raise ValueError(f"rollout engine {name!r} is already registered")
+        ENGINES[name] = fn
+        return fn
+
+    return decorate
+
+
+@register_engine("hf")
+def _build_hf(
+    model_path: str,
+    *,
+    dtype: str,
+    device: str,
+    tensor_parallel_size: int,
+    data_parallel_size: int,
+    gpu_memory_utilization: float,
+    **options: Any,
+) -> RolloutEngine:
+    from mucode.rollout.hf import HFEngine
+
+    model_path = resolve_model_path(model_path)
+    if tensor_parallel_size > 1 or data_parallel_size > 1:
+        logger.warning("the hf engine runs on one device; tensor/data parallel sizes are ignored")
+    return HFEngine.from_pretrained(model_path, dtype=dtype, device=device, **options)
+
+
+@register_engine("vllm")
+def _build_vllm(model_path: str, *, device: str, **options: Any) -> RolloutEngine:
+    from mucode.rollout.vllm import VLLMEngine
+
+    model_path = resolve_model_path(model_path)
+    if device not in ("auto", "cuda"):
+        logger.warning("the vllm engine chooses its GPUs itself (CUDA_VISIBLE_DEVICES); device=%r ignored", device)
+    return VLLMEngine(model_path, **options)
+
+
+def make_engine(
+    name: EngineName | str,
+    model_path: str,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = -1,
+    max_new_tokens: int = 1024,
+    seed: int = 0,
+    dtype: str = "auto",
+    device: str = "auto",
+    batch_size: int = 64,
+    tensor_parallel_size: int = 1,
+    data_parallel_size: int = 1,
+    gpu_memory_utilization: float = 0.85,
+    **extra: Any,
+) -> RolloutEngine:
+    """Build the rollout engine ``name`` holding the policy saved at ``model_path``.
+
+    ``batch_size``: hf -- sequences decoded together; vllm -- prompts per ``LLM.generate`` call
+    (groups come back per call, so smaller values overlap verification sooner). ``dtype``:
+    auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16. ``extra`` goes to the engine
+    (hf: ``stop_token_ids``; vllm: ``max_model_len``, ``enforce_eager``, ``engine_kwargs``).
+    """
+    try:
+        build = ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown rollout engine {name!r}; valid: {sorted(ENGINES)}") from None
+    return build(
+        model_path,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        dtype=dtype,
+        device=device,
+        batch_size=batch_size,
+        tensor_parallel_size=tensor_parallel_size,
+        data_parallel_size=data_parallel_size,
+        gpu_memory_utilization=gpu_memory_utilization,
+        **extra,
+    )

@@ -1,0 +1,276 @@
+"""The ``vllm`` rollout engine: offline ``LLM.generate`` in child processes (GPU only).
+
+Written against vLLM's documented offline API (``LLM``, ``SamplingParams``, ``TokensPrompt``,
+``RequestOutput.outputs[i].token_ids / .logprobs / .finish_reason``); vLLM is an optional extra
+(``pip install mucode[vllm]``) and is imported only inside the child process.
+
+- Each data-parallel replica is one child process (``spawn``) owning ``tensor_parallel_size``
+  GPUs of ``CUDA_VISIBLE_DEVICES``; ``close()`` ends the children, which frees every byte of GPU
+  memory vLLM took (the trainer then has the GPUs to itself). Replicas take prompt chunks from a
+  shared queue, so a fast replica takes more.
+- ``SamplingParams(n=G, temperature, top_p, top_k, max_tokens, logprobs=0)`` returns each sampled
+  token's log-prob. The engine is built with ``logprobs_mode="processed_logprobs"`` so that the
+  log-prob is taken *after* temperature scaling (vLLM's default ``raw_logprobs`` ignores the
+  temperature). With top-p < 1 or top-k > 0 "processed" also means renormalised over the kept
+  tokens, which differs from the trainer's full-vocabulary log-softmax: a warning says so.
+- Groups come back per ``LLM.generate`` call of ``batch_size`` prompts; a smaller ``batch_size``
+  hands groups to the verifier sooner at some cost in throughput.
+- vLLM < 0.10.2 has no ``logprobs_mode``: it is then accepted only at temperature 1 without
+  top-p/top-k, where raw and processed log-probs agree. ``seed`` seeds each replica's engine
+  (``seed + replica``); vLLM does not promise bit-identical samples across batch layouts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import multiprocessing as mp
+import os
+import queue
+import traceback
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mucode.rollout.types import Sample
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    """Everything a replica needs to build its ``LLM`` and ``SamplingParams`` (picklable)."""
+
+    model_path: str
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_new_tokens: int = 1024
+    seed: int = 0
+    dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.85
+    max_model_len: int | None = None
+    enforce_eager: bool = False
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def sampling_kwargs(settings: VLLMSettings, samples_per_prompt: int) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.SamplingParams`` for one prompt's group."""
+    return {
+        "n": samples_per_prompt,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k if settings.top_k > 0 else -1,
+        "max_tokens": settings.max_new_tokens,
+        "logprobs": 0,
+    }
+
+
+def llm_kwargs(settings: VLLMSettings, replica: int) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.LLM`` for one replica."""
+    kwargs: dict[str, Any] = {
+        "model": settings.model_path,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "dtype": settings.dtype,
+        "seed": settings.seed + replica,
+        "gpu_memory_utilization": settings.gpu_memory_utilization,
+        "enforce_eager": settings.enforce_eager,
+        "logprobs_mode": "processed_logprobs",
+    }
+    if settings.max_model_len is not None:
+        kwargs["max_model_len"] = settings.max_model_len
+    return {**kwargs, **settings.engine_kwargs}
+
+
+def group_from_output(prompt_id: str, prompt_ids: list[int], output: Any) -> list[Sample]:
+    """A ``vllm.RequestOutput`` (one prompt, ``n`` completions) to a group of ``Sample``."""
+    samples = []
+    for position, completion in enumerate(output.outputs):
+        tokens = [int(t) for t in completion.token_ids]
+        if completion.logprobs is None or len(completion.logprobs) < len(tokens):
+            raise RuntimeError("vLLM returned no log-prob for some sampled tokens; SamplingParams needs logprobs=0")
+        logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs, tokens, strict=False)]
+        index = getattr(completion, "index", position)
+        samples.append(
+            Sample(
+                prompt_id=prompt_id,
+                sample_index=int(index if index is not None else position),
+                prompt_token_ids=list(prompt_ids),
+                response_token_ids=tokens,
+                behaviour_logprobs=logprobs,
+                response_text=completion.text or "",
+                finish_reason="length" if completion.finish_reason == "length" else "stop",
+            )
+        )
+    return sorted(samples, key=lambda s: s.sample_index)
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use (``CUDA_VISIBLE_DEVICES`` or all)."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [g.strip() for g in listed.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def _build_llm(settings: VLLMSettings, replica: int) -> Any:
+    from vllm import LLM
+
+    kwargs = llm_kwargs(settings, replica)
+    try:
+        return LLM(**kwargs)
+    except TypeError as exc:
+        if "logprobs_mode" not in str(exc):
+            raise
+        if settings.temperature != 1.0 or settings.top_p < 1.0 or settings.top_k > 0:
+            raise RuntimeError(
+                "this vLLM has no logprobs_mode, so its log-probs ignore the temperature: upgrade to "
+                "vllm>=0.10.2 or sample at temperature 1 without top_p/top_k"
+            ) from exc
+        kwargs.pop("logprobs_mode")
+        return LLM(**kwargs)
+
+
+def _replica_main(replica: int, gpus: list[str], settings: dict[str, Any], tasks: Any, results: Any) -> None:
+    """Child process: build one vLLM engine, serve prompt chunks until told to stop."""
+    try:
+        if gpus:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        config = VLLMSettings(**settings)
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        llm = _build_llm(config, replica)
+        results.put(("ready", replica, None))
+        while True:
+            task = tasks.get()
+            if task is None:
+                break
+            items, samples_per_prompt = task
+            params = SamplingParams(**sampling_kwargs(config, samples_per_prompt))
+            outputs = llm.generate(
+                [TokensPrompt(prompt_token_ids=ids) for _, ids in items], params, use_tqdm=False
+            )
+            groups = [group_from_output(pid, ids, out) for (pid, ids), out in zip(items, outputs, strict=True)]
+            results.put(("groups", replica, groups))
+    except BaseException:  # report every failure to the parent, which raises it
+        results.put(("error", replica, traceback.format_exc()))
+
+
+class VLLMEngine:
+    """Rollout engine over vLLM replicas in child processes."""
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = -1,
+        max_new_tokens: int = 1024,
+        seed: int = 0,
+        dtype: str = "auto",
+        batch_size: int = 256,
+        tensor_parallel_size: int = 1,
+        data_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.85,
+        max_model_len: int | None = None,
+        enforce_eager: bool = False,
+        engine_kwargs: dict[str, Any] | None = None,
+        start_timeout_s: float = 1800.0,
+    ) -> None:
+        if importlib.util.find_spec("vllm") is None:
+            raise ImportError(
+                "the vllm engine needs vLLM on a CUDA machine: `pip install 'mucode[vllm]'` (in an environment "
+                "without verl, whose transformers pin conflicts), or use rollout.engine=hf"
+            )
+        if top_p < 1.0 or top_k > 0:
+            logger.warning(
+                "top_p=%s top_k=%s: vLLM's log-probs are renormalised over the kept tokens and differ from the "
+                "trainer's full-vocabulary log-probs, so ratios are biased; use top_p=1, top_k=-1 for exact ratios",
+                top_p, top_k,
+            )
+        if dtype in ("fp32", "bf16", "fp16"):
+            dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[dtype]
+        self.settings = VLLMSettings(
+            model_path=model_path, temperature=temperature, top_p=top_p, top_k=top_k,
+            max_new_tokens=max_new_tokens, seed=seed, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+            enforce_eager=enforce_eager, engine_kwargs=dict(engine_kwargs or {}),
+        )
+        self.batch_size = batch_size
+        gpus = visible_gpus()
+        needed = tensor_parallel_size * data_parallel_size
+        if len(gpus) < needed:
+            raise ValueError(
+                f"tensor_parallel_size={tensor_parallel_size} x data_parallel_size={data_parallel_size} needs "
+                f"{needed} GPUs but {len(gpus)} are visible"
+            )
+        context = mp.get_context("spawn")
+        self._tasks = context.Queue()
+        self._results = context.Queue()
+        self._replicas = []
+        for replica in range(data_parallel_size):
+            slice_ = gpus[replica * tensor_parallel_size : (replica + 1) * tensor_parallel_size]
+            process = context.Process(
+                target=_replica_main,
+                args=(replica, slice_, asdict(self.settings), self._tasks, self._results),
+                name=f"mucode-vllm-{replica}",
+            )
+            process.start()
+            self._replicas.append(process)
+        ready = 0
+        while ready < data_parallel_size:
+            kind, replica, payload = self._next_result(start_timeout_s)
+            if kind != "ready":
+                self.close()
+                raise RuntimeError(f"vLLM replica {replica} failed to start:\n{payload}")
+            ready += 1
+
+    def _next_result(self, timeout_s: float) -> tuple[str, int, Any]:
+        waited = 0.0
+        while True:
+            try:
+                message: tuple[str, int, Any] = self._results.get(timeout=5.0)
+                return message
+            except queue.Empty:
+                waited += 5.0
+                dead = [p.name for p in self._replicas if not p.is_alive()]
+                if dead:
+                    raise RuntimeError(f"vLLM replica process(es) {dead} died without a report") from None
+                if waited >= timeout_s:
+                    raise TimeoutError(f"no answer from the vLLM replicas in {timeout_s:.0f} s") from None
+
+    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
+        if not self._replicas:
+            raise RuntimeError("the vllm engine is closed")
+        chunks = [prompts[i : i + self.batch_size] for i in range(0, len(prompts), self.batch_size)]
+        for chunk in chunks:
+            self._tasks.put(([(pid, list(ids)) for pid, ids in chunk], samples_per_prompt))
+        for _ in chunks:
+            kind, replica, payload = self._next_result(timeout_s=24 * 3600)
+            if kind == "error":
+                raise RuntimeError(f"vLLM replica {replica} failed:\n{payload}")
+            yield from payload
+
+    def close(self) -> None:
+        """End the replica processes (their GPU memory is freed with them)."""
+        for process in self._replicas:
+            if process.is_alive():
+                self._tasks.put(None)
+        for process in self._replicas:
+            process.join(timeout=120)
+            if process.is_alive():
+                logger.warning("vLLM replica %s did not exit; terminating it", process.name)
+                process.terminate()
+                process.join(timeout=30)
+        self._replicas = []
+
+    def __enter__(self) -> VLLMEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
