@@ -27,10 +27,11 @@ import os
 import signal
 import socket
 import sys
-import time
 
 if __name__ == "__main__":  # -I drops the script's dir from sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import contextlib
 
 from languages import LANGUAGES  # noqa: E402
 from protocol import ProtocolError, recv_frame, send_frame  # noqa: E402
@@ -153,10 +154,8 @@ def close_shared_dirs() -> list[str]:
         except OSError:
             continue
         if st.st_mode & 0o002:
-            try:
+            with contextlib.suppress(OSError):
                 os.chmod(path, 0o755)
-            except OSError:
-                pass
             if os.stat(path).st_mode & 0o002 and os.access(path, os.W_OK):
                 still.append(path)
     return still
@@ -248,17 +247,13 @@ def serve(args: argparse.Namespace) -> None:
                     pass
     finally:
         for pid in managers.values():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for slot in slots:
             kill_slot(slot, wipe=(slot.root,))
         for path in (sock_path, ctl_path):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
         reap_children(0.5)
 
 

@@ -18,6 +18,7 @@ stderr); ``assert`` runs the program followed by ``assert_code`` (then ``check(<
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import json
 import os
@@ -29,10 +30,8 @@ CTL_FD = 3
 
 
 def _ctl(event: dict) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.write(CTL_FD, (json.dumps(event) + "\n").encode())
-    except OSError:
-        pass
 
 
 def _fresh_streams() -> None:
@@ -50,10 +49,8 @@ def _exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code & 0xFF
-    try:
+    with contextlib.suppress(Exception):
         print(code, file=sys.stderr)
-    except Exception:
-        pass
     return 1
 
 

@@ -26,6 +26,7 @@ by the caller outside the sandbox. Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import math
@@ -37,8 +38,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from languages import Language
 import pyrun  # noqa: F401  (preloaded so the fork child does not import it per test)
+from languages import Language
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
@@ -150,10 +151,8 @@ def _clean_slot_as_slot_uid(slot: Slot, keep: str) -> None:
     """In the test child, already running as the slot uid: kill what the previous test of this job
     left running (kill(-1) spares the caller) and empty the scratch dir. Saves a helper fork per test;
     the slot manager still kills and wipes everything after each job."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     for name in os.listdir(slot.root):
         if name != keep:
             path = os.path.join(slot.root, name)

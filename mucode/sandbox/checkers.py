@@ -31,7 +31,7 @@ def code_contests(expected: str, actual: str) -> bool:
     exp, act = expected.lower().split(), actual.lower().split()
     if len(exp) != len(act):
         return False
-    for a, b in zip(exp, act):
+    for a, b in zip(exp, act, strict=False):
         if a == b:
             continue
         fa, fb = _float(a), _float(b)
@@ -53,13 +53,13 @@ def livecodebench(expected: str, actual: str) -> bool:
     act = [line.strip() for line in actual.strip().split("\n")]
     if len(exp) != len(act):
         return False
-    for a, b in zip(exp, act):
+    for a, b in zip(exp, act, strict=False):
         if a == b:
             continue
         ta, tb = a.split(), b.split()
         if len(ta) != len(tb):
             return False
-        for x, y in zip(ta, tb):
+        for x, y in zip(ta, tb, strict=False):
             dx, dy = _decimal(x), _decimal(y)
             if dx is None or dy is None or dx != dy:
                 return False

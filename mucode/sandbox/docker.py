@@ -23,6 +23,7 @@ the verifier needs no access to the Docker socket.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -112,6 +113,8 @@ class DockerBackend(PooledBackend):
         self._containers: dict[str, Path] = {}  # container name -> its socket dir
         self._monitor: asyncio.Task | None = None
         self._replacing: set[str] = set()
+        self._starting: set[str] = set()
+        self._tasks: set[asyncio.Task] = set()
         self.replaced = 0
 
     @property
@@ -162,6 +165,13 @@ class DockerBackend(PooledBackend):
         sock_dir = self._host_dir / name
         sock_dir.mkdir(mode=0o700)
         self._containers[name] = sock_dir
+        self._starting.add(name)
+        try:
+            await self._start_container(name, sock_dir)
+        finally:
+            self._starting.discard(name)
+
+    async def _start_container(self, name: str, sock_dir: Path) -> None:
         await _docker(*run_args(name=name, image=self.image, sock_dir=str(sock_dir), slots=self.slots,
                                 uid_base=self.uid_base, scratch_mb=self.scratch_mb, memory_mb=self.memory_mb,
                                 cpus=self.cpus, pids_limit=self.pids_limit, owner=self.owner,
@@ -211,6 +221,8 @@ class DockerBackend(PooledBackend):
             await self._remove(name)
             self.replaced += 1
             await self._launch()
+        except DockerError as exc:  # the monitor retries: the container count is kept
+            logger.warning("could not replace sandbox container %s: %s", name, exc)
         finally:
             self._replacing.discard(name)
 
@@ -232,8 +244,12 @@ class DockerBackend(PooledBackend):
         if self.attached:
             if self._pool is not None:
                 await self._pool.remove(ep.name)
-        else:
-            await self._replace(ep.name, f"{reason} (after: {exc})")
+        elif ep.name not in self._replacing:
+            if self._pool is not None:  # no new job goes there while it is being replaced
+                await self._pool.remove(ep.name)
+            task = asyncio.create_task(self._replace(ep.name, f"{reason} (after: {exc})"))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _scan(self) -> None:
         """Attach mode: add every answering executor socket in socket_dir."""
@@ -260,7 +276,7 @@ class DockerBackend(PooledBackend):
                     await self._scan()
                 else:
                     for name in [n for n in self._containers if n not in self.pool.endpoints
-                                 and n not in self._replacing]:
+                                 and n not in self._replacing and n not in self._starting]:
                         await self._replace(name, "missing from the pool")
             except asyncio.CancelledError:
                 raise
@@ -275,11 +291,12 @@ class DockerBackend(PooledBackend):
     async def close(self) -> None:
         if self._monitor is not None:
             self._monitor.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._monitor
-            except (asyncio.CancelledError, Exception):
-                pass
             self._monitor = None
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if not self.attached:
             await asyncio.gather(*[self._remove(name) for name in list(self._containers)],
                                  return_exceptions=True)

@@ -26,6 +26,8 @@ Needs root (or CAP_SYS_ADMIN) and ``unshare`` from util-linux.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -34,6 +36,8 @@ from pathlib import Path
 
 from mucode.sandbox.client import Endpoint, ExecutorError, SlotPool
 from mucode.sandbox.pooled import PooledBackend
+
+logger = logging.getLogger(__name__)
 
 UNSHARE_FLAGS = ("--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child")
 
@@ -74,6 +78,7 @@ class LocalBackend(PooledBackend):
         self._proc: asyncio.subprocess.Process | None = None
         self._monitor: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
+        self._tasks: set[asyncio.Task] = set()
         self.restarts = 0
 
     @property
@@ -142,10 +147,21 @@ class LocalBackend(PooledBackend):
                 await self._pool.remove(name)
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
-            try:  # --kill-child: SIGKILL to unshare kills the executor, pid 1 of the namespace,
-                os.kill(proc.pid, signal.SIGKILL)  # and with it everything in the namespace
-            except ProcessLookupError:
-                pass
+            # SIGKILL to the executor, pid 1 of the namespace: the kernel kills everything in the
+            # namespace and pid 1 is reaped only once all of it is gone; unshare then exits. (Killing
+            # unshare alone would return before the namespace is torn down.)
+            try:
+                with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                    children = [int(p) for p in f.read().split()]
+            except OSError:
+                children = []
+            for pid in children or [proc.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except asyncio.TimeoutError:
+                os.kill(proc.pid, signal.SIGKILL)  # --kill-child takes the namespace down with it
         if proc is not None:
             await proc.wait()
         if self._workdir is not None:
@@ -167,13 +183,23 @@ class LocalBackend(PooledBackend):
         except ExecutorError:
             pass
         if self._pool is not None and ep.name in self._pool.endpoints:
-            await self._restart()
+            await self._pool.remove(ep.name)  # no new job goes there; restart in the background
+            task = asyncio.create_task(self._restart())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(self.health_interval_s)
-            for ep in list(self.pool.endpoints.values()):
-                await self._executor_failed(ep, RuntimeError("health check"))
+            try:
+                for ep in list(self.pool.endpoints.values()):
+                    await self._executor_failed(ep, RuntimeError("health check"))
+                if not self.pool.endpoints and not self._tasks:  # a failed restart: try again
+                    await self._restart()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # keep monitoring whatever happened
+                logger.warning("local sandbox monitor: %r", exc)
 
     async def health(self) -> dict[str, object]:
         out = await super().health()
@@ -183,10 +209,11 @@ class LocalBackend(PooledBackend):
     async def close(self) -> None:
         if self._monitor is not None:
             self._monitor.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._monitor
-            except (asyncio.CancelledError, Exception):
-                pass
             self._monitor = None
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._teardown()
         self._pool = None

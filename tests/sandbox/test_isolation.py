@@ -13,7 +13,6 @@ import socket
 import tempfile
 import time
 
-from mucode.sandbox import CodeJob, TestSpec, Verdict
 from sandbox_helpers import (
     CANARY,
     GUARD,
@@ -23,6 +22,8 @@ from sandbox_helpers import (
     assert_still_works,
     stdio_job,
 )
+
+from mucode.sandbox import CodeJob, TestSpec, Verdict
 
 
 def test_runs_unprivileged_without_capabilities(sb: Handle) -> None:
