@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -178,3 +179,38 @@ def test_registration_happens_only_when_the_module_is_imported() -> None:
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "mucode.integrations.verl"}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def _documented_overrides() -> tuple[list[str], list[str]]:
+    """(exported env assignments, Hydra overrides) from the command block of docs/verl.md."""
+    doc = (Path(__file__).parents[2] / "docs" / "verl.md").read_text()
+    block = doc.split("<!-- verl-overrides:start -->")[1].split("<!-- verl-overrides:end -->")[0]
+    words = block.replace("\\\n", " ").replace("```bash", "").replace("```", "").split()
+    exports = [w for w in words if "=" in w and words[words.index(w) - 1] == "export"]
+    start = words.index("verl.trainer.main_ppo") + 1
+    return exports, words[start:]
+
+
+def test_documented_overrides_compose_against_the_installed_verl_config() -> None:
+    import verl
+    from hydra import compose, initialize_config_dir
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from mucode.integrations.verl.losses import mu_grpo_params
+
+    exports, overrides = _documented_overrides()
+    assert exports == ["VERL_USE_EXTERNAL_MODULES=mucode.integrations.verl"]
+    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(
+            config_name="ppo_trainer",
+            overrides=[*overrides, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"],
+        )
+    env = cfg.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl"
+    assert cfg.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 1024  # μ
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)  # what verl's workers build
+    assert actor.policy_loss.loss_mode == "mu_grpo"
+    params = mu_grpo_params(actor, actor.loss_agg_mode, 4096)
+    assert (params.ratio_upper, params.aggregation.value) == (5.0, "seq-mean-token-mean")
+    assert actor.rollout_n == 8 and not cfg.algorithm.rollout_correction.bypass_mode
