@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["VerifierSettings"]
@@ -55,3 +55,11 @@ class VerifierSettings(BaseSettings):
     """Largest run_timeout accepted by /run_code."""
     plugin_options: dict[str, Any] = Field(default_factory=dict)
     """Free-form options handed to plug-in reward programs (``RewardContext.options``)."""
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _empty_token_is_none(cls, value: object) -> object:
+        """``MUCODE_TOKEN=`` (empty, as compose passes an unset variable) means no token."""
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        return value

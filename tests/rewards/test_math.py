@@ -12,7 +12,7 @@ import pytest
 from mucode.rewards.math import MathReward, MathSpec
 from mucode.rewards.math_pool import MathWorkerPool
 from mucode.rewards.math_worker import check_answer, last_boxed
-from mucode.rewards.types import Item, RewardContext, RewardStatus
+from mucode.rewards.types import Item, RewardContext
 
 # (gold, response, expected status): equivalent forms a string comparison would get wrong, and the reverse.
 CASES = [

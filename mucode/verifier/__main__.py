@@ -1,0 +1,20 @@
+"""``python -m mucode.verifier``: serve with settings from ``MUCODE_*`` only (the container entry point).
+
+Unlike ``mucode serve`` it imports nothing outside the verifier's layers (no trainer, no torch).
+"""
+
+from __future__ import annotations
+
+
+def main() -> None:
+    import uvicorn
+
+    from mucode.verifier.app import create_app
+    from mucode.verifier.settings import VerifierSettings
+
+    settings = VerifierSettings()
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

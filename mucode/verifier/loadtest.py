@@ -1,0 +1,119 @@
+"""Open-loop load generation against a running verifier (used by bench/verifier.py and the load test).
+
+Requests are sent at a fixed rate whatever the latency (open loop: a slow server builds a queue
+instead of slowing the generator, so overload shows up as latency). The server process's resident
+memory (with its children: math workers, local sandbox) is sampled once a second when its pid is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["LoadReport", "rss_mb", "run_load"]
+
+
+@dataclass
+class LoadReport:
+    requests: int = 0
+    items: int = 0
+    errors: list[str] = field(default_factory=list)
+    statuses: Counter[str] = field(default_factory=Counter)
+    latencies_s: list[float] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def latency(self, q: float) -> float:
+        xs = sorted(self.latencies_s)
+        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+    def summary(self) -> str:
+        rss = f"rss {self.rss_mb[0]:.0f} -> {self.rss_mb[-1]:.0f} MB" if self.rss_mb else "rss n/a"
+        return (f"{self.requests} requests, {self.items} items in {self.wall_s:.1f} s "
+                f"({self.items / max(self.wall_s, 1e-9):.1f} items/s); errors {len(self.errors)}; latency p50 "
+                f"{self.latency(0.5) * 1000:.0f} ms p99 {self.latency(0.99) * 1000:.0f} ms; {rss}; "
+                f"statuses {dict(self.statuses)}")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and all its descendants, in MB (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        todo.extend(children.get(p, []))
+    return total
+
+
+async def run_load(url: str, make_batch: Callable[[int], list[dict[str, Any]]], *, rate_per_s: float,
+                   duration_s: float, check: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+                   server_pid: int | None = None, timeout_s: float = 60.0) -> LoadReport:
+    """Sends ``make_batch(i)`` to /v1/verify ``rate_per_s`` times a second for ``duration_s``.
+
+    An error is a non-200 answer, a transport failure, or a result for which ``check(item, result)``
+    is False (e.g. a wrong verdict or an infrastructure status).
+    """
+    report = LoadReport()
+    interval = 1.0 / rate_per_s
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+
+    async def one(client: httpx.AsyncClient, i: int) -> None:
+        items = make_batch(i)
+        t0 = time.perf_counter()
+        try:
+            r = await client.post(f"{url}/v1/verify", json={"items": items})
+        except httpx.HTTPError as exc:
+            report.errors.append(f"request {i}: {exc!r}")
+            return
+        report.latencies_s.append(time.perf_counter() - t0)
+        if r.status_code != 200:
+            report.errors.append(f"request {i}: HTTP {r.status_code} {r.text[:200]}")
+            return
+        for item, result in zip(items, r.json()["results"], strict=True):
+            report.items += 1
+            report.statuses[result["status"]] += 1
+            if check is not None and not check(item, result):
+                report.errors.append(f"request {i}: item {item.get('id')}: {result['status']} {result['details']}"[:300])
+
+    async def sample_memory(stop: asyncio.Event) -> None:
+        while server_pid is not None and not stop.is_set():
+            report.rss_mb.append(rss_mb(server_pid))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+
+    stop = asyncio.Event()
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
+        sampler = asyncio.create_task(sample_memory(stop))
+        tasks: list[asyncio.Task[None]] = []
+        start = time.perf_counter()
+        i = 0
+        while (now := time.perf_counter()) - start < duration_s:
+            tasks.append(asyncio.create_task(one(client, i)))
+            report.requests += 1
+            i += 1
+            await asyncio.sleep(max(0.0, start + i * interval - now))
+        await asyncio.gather(*tasks)
+        report.wall_s = time.perf_counter() - start
+        stop.set()
+        await sampler
+    return report
