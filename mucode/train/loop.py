@@ -260,11 +260,12 @@ def run_training(
         finally:
             if pipeline is not None:
                 pipeline.close()
+            if metrics_log is not None:
+                metrics_log.close()
 
     totals = _totals(state, time.perf_counter() - run_start, base_path)
     summary: dict[str, Any] = {}
-    if info.is_main and metrics_log is not None:
-        metrics_log.close()
+    if info.is_main:
         text = write_summary(run_dir, state.stage_times, totals)
         print("\n" + text, flush=True)
         summary = {"stages": state.stage_times, "totals": totals}

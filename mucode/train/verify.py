@@ -2,7 +2,8 @@
 
 The generate phase calls :meth:`VerifyPipeline.submit` for every finished group and keeps
 generating; a background thread runs the client's ``verify`` coroutine for it. Finished groups are
-collected with :meth:`VerifyPipeline.done` (non-blocking) and :meth:`VerifyPipeline.drain`.
+collected, in submission order, with :meth:`VerifyPipeline.done` (non-blocking) and
+:meth:`VerifyPipeline.drain`.
 
 Infrastructure failures (status ``verifier_error``/``sandbox_error``, including a request that
 raised) are sent again up to ``retries`` times (after the client's own HTTP retries); what still
@@ -121,13 +122,20 @@ class VerifyPipeline:
         return sum(not f.done() for f in self._futures)
 
     def done(self) -> list[GroupVerdicts]:
-        """Groups finished so far (each returned once)."""
-        finished = [f for f in self._futures if f.done()]
-        self._futures = [f for f in self._futures if not f.done()]
+        """Groups finished so far, in submission order (each returned once).
+
+        A group that finished early waits for the groups submitted before it, so the stage store
+        lists groups in generation order whatever the verifier's timing (minibatch order, and so
+        the trained weights, are then reproducible).
+        """
+        ready = 0
+        while ready < len(self._futures) and self._futures[ready].done():
+            ready += 1
+        finished, self._futures = self._futures[:ready], self._futures[ready:]
         return [f.result() for f in finished]
 
     def drain(self) -> Iterator[GroupVerdicts]:
-        """Wait for every submitted group, yielding each as it finishes."""
+        """Wait for every submitted group, yielding each in submission order."""
         while self._futures:
             self._futures[0].exception()  # blocks until the oldest is done
             yield from self.done()

@@ -1,0 +1,89 @@
+"""Fixtures of the trainer tests: a small random policy, reward plug-ins, data files, run helpers.
+
+The policy is a 2-layer Qwen2 with a BPE tokenizer trained on the toy prompts (built once per
+session with the functions of scripts/make_tiny_policy.py, no warm-up): its responses are random,
+so the tests use reward *plug-ins* registered through the real ``mucode.rewards`` entry-point
+group (a dist-info directory on the path) to get mixed rewards, and a plug-in that raises for
+some items to exercise infrastructure failures.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PLUGIN_MODULE = '''
+"""Reward plug-ins used by mucode's trainer tests."""
+from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+
+
+class ParityReward:
+    """1 when the response has an even number of characters: a signal a random policy can learn."""
+
+    name = "parity"
+
+    async def score(self, item: Item, ctx: RewardContext) -> Result:
+        good = len(item.response) % 2 == 0
+        return Result(id=item.id, reward=float(good),
+                      status=RewardStatus.correct if good else RewardStatus.wrong_answer, details={})
+
+
+class FlakyReward(ParityReward):
+    """Like parity, but its own code crashes on the first response of every group (ids ending -r0)."""
+
+    name = "flaky"
+
+    async def score(self, item: Item, ctx: RewardContext) -> Result:
+        if (item.id or "").endswith("-r0"):
+            raise RuntimeError("flaky reward program crashed (on purpose)")
+        return await super().score(item, ctx)
+'''
+
+
+@pytest.fixture(scope="session")
+def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory that, on sys.path, installs the ``parity`` and ``flaky`` reward programs."""
+    root = tmp_path_factory.mktemp("plugins")
+    (root / "mucode_test_rewards.py").write_text(PLUGIN_MODULE)
+    info = root / "mucode_test_rewards-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-rewards\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(
+        "[mucode.rewards]\nparity = mucode_test_rewards:ParityReward\nflaky = mucode_test_rewards:FlakyReward\n"
+    )
+    return root
+
+
+@pytest.fixture()
+def plugins_on_path(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugin_dir), os.environ.get("PYTHONPATH", "")]))
+    return plugin_dir
+
+
+@pytest.fixture(scope="session")
+def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 2-layer policy with the toy tokenizer and chat template, saved in HF format."""
+    spec = importlib.util.spec_from_file_location("make_tiny_policy", REPO / "scripts" / "make_tiny_policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_tiny_policy", module)
+    spec.loader.exec_module(module)
+    import torch
+
+    from mucode.data.toy import toy_tasks
+
+    corpus = [m["content"] for task in ("math", "code") for r in toy_tasks(task) for m in r.messages]
+    tokenizer = module.build_tokenizer(corpus, 400)
+    torch.manual_seed(0)
+    model = module.build_model(tokenizer, hidden=32, layers=2)
+    out = tmp_path_factory.mktemp("policy") / "small"
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
