@@ -32,6 +32,7 @@ if __name__ == "__main__":  # -I drops the script's dir from sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import contextlib
+import gc
 
 from languages import LANGUAGES  # noqa: E402
 from protocol import ProtocolError, recv_frame, send_frame  # noqa: E402
@@ -81,6 +82,7 @@ def handle_job(conn: socket.socket, slot: Slot, args: argparse.Namespace) -> Non
         send_frame(conn, {"ev": "error", "message": str(exc)})
         return
     build_dir = os.path.join(slot.root, "build")
+    gc.freeze()  # test children then never scan (and copy-on-write) the handler's objects
     if lang.compile:  # compile once per job (a table entry; none of the shipped languages needs it yet)
         send_frame(conn, {"ev": "error", "message": f"language {lang.name}: compile step not available"})
         return
@@ -122,8 +124,13 @@ def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: arg
                 os._exit(code)
         conn.close()
         os.waitpid(pid, 0)
-        kill_slot(slot, wipe=(slot.root,))
-        reap_children()
+        reap_children(0.0)
+        # Anything of the slot uid still alive (a daemon that closed its pipes)? Kill it all. When
+        # nothing is left, skip the helper fork: the next job's first test child empties the
+        # scratch dir before its program runs, and health pings re-check idle slots.
+        if _slot_pids({slot.uid}):
+            kill_slot(slot, wipe=(slot.root,))
+            reap_children()
         busy[2 * slot.index] = 0
 
 

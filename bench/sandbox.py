@@ -1,0 +1,228 @@
+"""Sandbox throughput and latency: tests per second and p50/p95 job latency.
+
+    .venv/bin/python bench/sandbox.py [--backends local,docker] [--concurrency 1,2,8] [--jobs 200]
+
+Workloads: (a) hello-world, (b) read two integers and print their sum (one test per job),
+(c) one problem with 30 stdio tests (one job of 30 tests; latency is per job). Rows:
+- ``local`` / ``docker``: mucode's backends through ``judge()`` (docker: a warm pool of
+  ``--containers`` containers x ``--slots`` slots, one Unix socket per container);
+- floor ``subprocess``: a fresh ``/usr/bin/python3 -I -S -c`` per test, no isolation at all;
+- floor ``fork``: ``os.fork()`` of an already started interpreter that ``exec``s the program with
+  stdin/stdout on pipes, no isolation at all;
+- ``docker run``: one ``docker run --rm -i --network none`` of the sandbox image per program (b).
+Run it on a quiet machine; figures on a shared machine move with the other load (printed at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mucode.sandbox import CodeJob, TestSpec, Verdict, make_backend  # noqa: E402
+
+HELLO = "print('hello world')"
+A_PLUS_B = "a, b = map(int, input().split())\nprint(a + b)"
+WORKLOADS: dict[str, tuple[str, list[str], list[str]]] = {
+    "hello": (HELLO, [""], ["hello world"]),
+    "a+b": (A_PLUS_B, ["3 4\n"], ["7"]),
+    "30 tests": (A_PLUS_B, [f"{i} {2 * i}\n" for i in range(30)], [str(3 * i) for i in range(30)]),
+}
+PY = "/usr/bin/python3"
+
+
+@dataclass
+class Row:
+    system: str
+    workload: str
+    concurrency: int
+    tests_per_s: float
+    p50_ms: float
+    p95_ms: float
+    jobs: int
+
+    def line(self) -> str:
+        return (f"| {self.system} | {self.workload} | {self.concurrency} | {self.tests_per_s:.0f} | "
+                f"{self.p50_ms:.1f} | {self.p95_ms:.1f} | {self.jobs} |")
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] * 1000
+
+
+def _row(system: str, workload: str, conc: int, lat: list[float], wall: float, tests_per_job: int) -> Row:
+    return Row(system, workload, conc, len(lat) * tests_per_job / wall, _pct(lat, 0.5), _pct(lat, 0.95), len(lat))
+
+
+async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -> list[Row]:
+    backend = make_backend(name, **options)  # type: ignore[arg-type]
+    await backend.start()
+    rows = []
+    try:
+        for workload, (program, inputs, outputs) in WORKLOADS.items():
+            job = CodeJob(program, TestSpec("stdio", inputs, outputs), time_limit_s=5)
+            n = max(4, jobs // len(inputs)) if len(inputs) > 1 else jobs
+            for _ in range(3):  # warm-up
+                await backend.judge(job)
+            for conc in concs:
+                lat: list[float] = []
+                sem = asyncio.Semaphore(conc)
+
+                async def one() -> None:
+                    async with sem:
+                        t = time.perf_counter()
+                        r = await backend.judge(job)  # noqa: B023
+                        lat.append(time.perf_counter() - t)  # noqa: B023
+                        if r.verdict is not Verdict.correct:
+                            raise RuntimeError(f"{name}: {r}")
+
+                start = time.perf_counter()
+                await asyncio.gather(*[one() for _ in range(n)])
+                rows.append(_row(name, workload, conc, lat, time.perf_counter() - start, len(inputs)))
+                print(rows[-1].line(), flush=True)
+    finally:
+        await backend.close()
+    return rows
+
+
+def _fresh_subprocess(program: str, stdin: str) -> str:
+    return subprocess.run([PY, "-I", "-S", "-c", program], input=stdin.encode(), capture_output=True,
+                          check=True).stdout.decode()
+
+
+def _forked(program: str, stdin: str) -> str:
+    """Fork of this (already started) interpreter; the child execs the program on pipes."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(in_r, 0)
+        os.dup2(out_w, 1)
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False))
+        try:
+            exec(compile(program, "solution.py", "exec"), {"__name__": "__main__"})
+            sys.stdout.flush()
+        finally:
+            os._exit(0)
+    os.close(in_r)
+    os.close(out_w)
+    os.write(in_w, stdin.encode())
+    os.close(in_w)
+    chunks = []
+    while chunk := os.read(out_r, 65536):
+        chunks.append(chunk)
+    os.close(out_r)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode()
+
+
+def _fork_worker(args: tuple[str, list[str], int]) -> list[float]:
+    program, inputs, n = args
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        for stdin in inputs:
+            _forked(program, stdin)
+        lat.append(time.perf_counter() - t)
+    return lat
+
+
+def bench_floors(concs: list[int], jobs: int) -> list[Row]:
+    import multiprocessing as mp
+
+    rows = []
+    for workload, (program, inputs, _) in WORKLOADS.items():
+        n = max(4, jobs // len(inputs)) if len(inputs) > 1 else jobs
+        for conc in concs:
+            def one(_: int) -> float:
+                t = time.perf_counter()
+                for stdin in inputs:  # noqa: B023
+                    _fresh_subprocess(program, stdin)  # noqa: B023
+                return time.perf_counter() - t
+
+            start = time.perf_counter()
+            with ThreadPoolExecutor(conc) as pool:
+                lat = list(pool.map(one, range(n)))
+            rows.append(_row("floor: fresh python3 -I -S", workload, conc, lat, time.perf_counter() - start,
+                             len(inputs)))
+            print(rows[-1].line(), flush=True)
+            ctx = mp.get_context("fork")
+            start = time.perf_counter()
+            with ctx.Pool(conc) as pool:
+                parts = pool.map(_fork_worker, [(program, inputs, max(1, n // conc))] * conc)
+            lat = [x for part in parts for x in part]
+            rows.append(_row("floor: fork of a started interpreter", workload, conc, lat,
+                             time.perf_counter() - start, len(inputs)))
+            print(rows[-1].line(), flush=True)
+    return rows
+
+
+def bench_docker_run(image: str, concs: list[int], n: int) -> list[Row]:
+    rows = []
+    program, inputs, _ = WORKLOADS["a+b"]
+    cmd = ["docker", "run", "--rm", "-i", "--network", "none", "--entrypoint", "python3", image,
+           "-I", "-S", "-c", program]
+    for conc in concs:
+        def one(_: int) -> float:
+            t = time.perf_counter()
+            subprocess.run(cmd, input=inputs[0].encode(), capture_output=True, check=True)  # noqa: B023
+            return time.perf_counter() - t
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(conc) as pool:
+            lat = list(pool.map(one, range(n)))
+        rows.append(_row("docker run per program", "a+b", conc, lat, time.perf_counter() - start, 1))
+        print(rows[-1].line(), flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--backends", default="local,docker")
+    p.add_argument("--concurrency", default="1,2,8")
+    p.add_argument("--jobs", type=int, default=200, help="jobs per cell (30-test cells: jobs/30, at least 4)")
+    p.add_argument("--containers", type=int, default=2)
+    p.add_argument("--slots", type=int, default=4, help="slots per container (docker) / in the jail (local)")
+    p.add_argument("--image", default="mucode-sandbox:latest")
+    p.add_argument("--docker-run-programs", type=int, default=16)
+    p.add_argument("--no-floors", action="store_true")
+    args = p.parse_args()
+    concs = [int(c) for c in args.concurrency.split(",")]
+    print(f"# sandbox bench, {os.cpu_count()} cores, load before: {os.getloadavg()[0]:.2f}")
+    print("| system | workload | concurrency | tests/s | p50 ms/job | p95 ms/job | jobs |")
+    print("|---|---|---|---|---|---|---|")
+    rows: list[Row] = []
+    for name in [b for b in args.backends.split(",") if b]:
+        opts = ({"containers": args.containers, "slots_per_container": args.slots, "health_interval_s": 0}
+                if name == "docker" else {"slots": args.slots * args.containers, "health_interval_s": 0})
+        rows += asyncio.run(bench_backend(name, opts, concs, args.jobs))
+    if not args.no_floors:
+        rows += bench_floors(concs, args.jobs)
+    if "docker" in args.backends and args.docker_run_programs:
+        rows += bench_docker_run(args.image, [c for c in concs if c <= 2], args.docker_run_programs)
+    print(f"# load after: {os.getloadavg()[0]:.2f}")
+    by = {(r.system, r.workload, r.concurrency): r.tests_per_s for r in rows}
+    for conc in concs:
+        d, f = by.get(("docker", "a+b", conc)), by.get(("floor: fresh python3 -I -S", "a+b", conc))
+        if d and f:
+            print(f"# a+b at concurrency {conc}: docker {d:.0f} tests/s = {d / f:.2f}x the fresh-subprocess floor")
+    run1 = by.get(("docker run per program", "a+b", 1))
+    if run1:
+        best = max((v for (s, w, _), v in by.items() if s == "docker" and w == "a+b"), default=0)
+        print(f"# a+b: docker backend best {best:.0f} tests/s = {best / run1:.1f}x one `docker run` per program")
+
+
+if __name__ == "__main__":
+    main()
