@@ -80,16 +80,17 @@ def verl_config(
 ) -> None:
     """Print the verl (Ray, multi-node) overrides for the same run, using mucode's registered losses."""
     from mucode.cli import resolve_config
-    from mucode.train.verl_bridge import verl_overrides
+    from mucode.train.verl_bridge import verl_command, verl_overrides, verl_warnings
 
     cfg = resolve_config(config, _overrides(task, None, overrides))
-    pairs = verl_overrides(cfg)
     if as_yaml:
         import yaml
 
-        typer.echo(yaml.safe_dump(dict(pairs), sort_keys=False, allow_unicode=True).rstrip())
+        typer.echo(yaml.safe_dump(dict(verl_overrides(cfg)), sort_keys=False, allow_unicode=True).rstrip())
     else:
-        typer.echo(" \\\n".join(f"{k}={v}" for k, v in pairs))
+        typer.echo(verl_command(cfg))
+    for warning in verl_warnings(cfg):
+        typer.secho(f"note: {warning}", fg=typer.colors.YELLOW, err=True)
 
 
 def register(app: typer.Typer) -> None:
