@@ -77,16 +77,16 @@ async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -
                 lat: list[float] = []
                 sem = asyncio.Semaphore(conc)
 
-                async def one() -> None:
+                async def one(sem: asyncio.Semaphore, job: CodeJob, lat: list[float]) -> None:
                     async with sem:
                         t = time.perf_counter()
-                        r = await backend.judge(job)  # noqa: B023
-                        lat.append(time.perf_counter() - t)  # noqa: B023
+                        r = await backend.judge(job)
+                        lat.append(time.perf_counter() - t)
                         if r.verdict is not Verdict.correct:
                             raise RuntimeError(f"{name}: {r}")
 
                 start = time.perf_counter()
-                await asyncio.gather(*[one() for _ in range(n)])
+                await asyncio.gather(*[one(sem, job, lat) for _ in range(n)])
                 rows.append(_row(name, workload, conc, lat, time.perf_counter() - start, len(inputs)))
                 print(rows[-1].line(), flush=True)
     finally:

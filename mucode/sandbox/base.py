@@ -9,6 +9,7 @@ call concurrently from one asyncio event loop.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Literal, Protocol, runtime_checkable
 
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
@@ -48,5 +49,10 @@ def make_backend(name: Literal["docker", "local"], **options: object) -> Sandbox
         target = BACKENDS[name]
     except KeyError:
         raise ValueError(f"unknown sandbox backend {name!r}; valid: {sorted(BACKENDS)}") from None
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)(**options)
+    module, _, cls_name = target.partition(":")
+    cls = getattr(importlib.import_module(module), cls_name)
+    valid = [p for p in inspect.signature(cls).parameters if p != "self"]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for the {name!r} sandbox backend; valid: {valid}")
+    return cls(**options)

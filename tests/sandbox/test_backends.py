@@ -159,6 +159,8 @@ def test_local_close_leaves_nothing_behind() -> None:
         assert str(workdir) not in f.read()
 
 
-def test_unknown_backend_lists_the_valid_names() -> None:
+def test_unknown_backend_or_option_lists_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="docker.*local|local.*docker"):
         make_backend("podman")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="slots_per_container"):
+        make_backend("docker", pool_size=8)
