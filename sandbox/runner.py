@@ -48,6 +48,7 @@ STDERR_KEEP_BYTES = 64 << 10
 CTL_CAP_BYTES = 64 << 20
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _SETUP_FAILED = 121
+_MAX_FD = max(1 << 16, resource.getrlimit(resource.RLIMIT_NOFILE)[1])  # close_range(2): cheap either way
 
 
 def prctl(option: int, arg: int) -> None:
@@ -191,9 +192,12 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
         os.dup2(err_w if call_mode else out_w, 1)  # call mode: prints go to stderr, result to ctl
         os.dup2(err_w, 2)
         os.dup2(ctl_w, CTL_FD)
-        os.closerange(CTL_FD + 1, 1 << 16)
+        os.closerange(CTL_FD + 1, _MAX_FD)
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
+        with contextlib.suppress(OSError):  # the OOM killer picks programs before the executor
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
         _set_limits(lim)
         os.setgroups([])
         os.setgid(slot.uid)
