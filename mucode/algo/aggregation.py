@@ -87,8 +87,11 @@ def row_scale(
     norm_length: int | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """[B, 1] per-response scale s_i (no gradient); ``denominator=None`` uses this batch's own D."""
-    mask = response_mask.to(torch.bool)
+    """[B, 1] per-response scale s_i (no gradient); ``denominator=None`` uses this batch's own D.
+
+    ``response_mask`` may be bool or 0/1 floats (passing the float copy avoids a cast).
+    """
+    mask = response_mask
     if denominator is None:
         denominator = loss_denominator(mask, aggregation, norm_length=norm_length) or 1.0
     elif not denominator > 0:
@@ -98,6 +101,6 @@ def row_scale(
         )
     spec = _AGGREGATIONS[aggregation]
     if spec.per_token_length:
-        lengths = mask.sum(dim=-1, keepdim=True).clamp(min=1).to(dtype)
+        lengths = mask.to(dtype).sum(dim=-1, keepdim=True).clamp(min=1)
         return 1.0 / (lengths * float(denominator))
     return torch.full((mask.shape[0], 1), 1.0 / float(denominator), dtype=dtype, device=mask.device)

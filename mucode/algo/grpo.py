@@ -44,7 +44,7 @@ def _grpo_loss(
 ) -> torch.Tensor:
     high_neg = float("inf") if p.dual_clip is None else p.dual_clip
     low, high = signed_bounds(x.advantages, 1.0 - p.clip_low, 1.0 + p.clip_high, high_neg)
-    weights = x.mask.to(x.rho.dtype) * (x.advantages[:, None] * x.scale)
+    weights = x.mask_float * (x.advantages[:, None] * x.scale)
     loss = clamped_surrogate(x.rho, low, high, weights)
     if out is not None:
         assert x.tokens is not None

@@ -28,7 +28,7 @@ import torch
 
 from mucode.algo.metrics import MetricBuffer, frac
 from mucode.algo.modes import LossAggregation, M2POMode, parse_mode
-from mucode.algo.objective import LossInputs, Objective, ObjectiveParams, clamped_surrogate
+from mucode.algo.objective import LossInputs, Objective, ObjectiveParams, clamped_surrogate, dot
 
 __all__ = ["M2PO", "M2POParams", "m2po_candidates", "m2po_greedy_keep", "m2po_water_level"]
 
@@ -135,7 +135,7 @@ def _m2po_loss(
         if KEEP_KEY not in state:
             raise ValueError(f"prepared must hold {KEEP_KEY!r} (from M2PO.prepare with mode greedy_mask)")
         keep = state[KEEP_KEY].to(torch.bool) & x.mask
-        loss = -(x.rho * (keep.to(x.rho.dtype) * row_weight)).sum()
+        loss = -dot(x.rho, keep.to(x.rho.dtype) * row_weight)
     else:
         if BOUNDS_KEY not in state:
             raise ValueError(f"prepared must hold {BOUNDS_KEY!r} (from M2PO.prepare with mode water_fill)")
@@ -143,7 +143,7 @@ def _m2po_loss(
         low = torch.where(a > 0, torch.zeros_like(a), bounds[:, :1])
         high = torch.where(a > 0, bounds[:, 1:], torch.full_like(a, math.inf))
         keep = x.mask
-        loss = clamped_surrogate(x.rho, low, high, x.mask.to(x.rho.dtype) * row_weight)
+        loss = clamped_surrogate(x.rho, low, high, x.mask_float * row_weight)
     if out is not None:
         assert x.tokens is not None
         with torch.no_grad():

@@ -157,47 +157,65 @@ def frac(count: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
     return count.to(torch.float64) / total.to(torch.float64).clamp(min=1)
 
 
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Σ a·b over all elements in one pass (no [B, T] temporary)."""
+    return torch.dot(a.reshape(-1), b.reshape(-1))
+
+
 @torch.no_grad()
 def add_ratio_diagnostics(
     out: MetricBuffer,
     log_rho: torch.Tensor,
     rho: torch.Tensor,
     mask: torch.Tensor,
+    mask_float: torch.Tensor,
     advantages: torch.Tensor,
     entropy: torch.Tensor | None,
+    max_abs_log_ratio: float | None,
 ) -> dict[str, torch.Tensor]:
     """Add the objective-independent ``stale/*`` diagnostics; returns the token counts for later fractions.
 
     ``log_rho`` is unclamped, ``rho`` the (clamped) ratio the loss used, both detached; ``mask`` bool
-    [B, T]; ``advantages`` [B].
+    and ``mask_float`` its 0/1 copy in ρ's dtype, [B, T]; ``advantages`` [B]; ``max_abs_log_ratio``
+    the guard the loss applied to log ρ. Computed in at least float32. Padding positions must hold
+    finite log-probs (any value): they are multiplied by 0.
     """
     dtype = torch.promote_types(log_rho.dtype, torch.float32)  # at least fp32, fp64 stays fp64
-    m = mask.to(dtype)
+    m = mask_float.to(dtype)
     lr = log_rho.to(dtype)
     r = rho.to(dtype)
     row_tokens = m.sum(dim=1)
-    neg = (advantages < 0).to(dtype)
-    pos = (advantages > 0).to(dtype)
+    neg = advantages < 0
+    pos = advantages > 0
     tokens = row_tokens.sum()
     tokens_neg = (row_tokens * neg).sum()
     tokens_pos = (row_tokens * pos).sum()
-    row_ratio = (r * m).sum(dim=1)
-    log_rho_c = torch.log(r)  # the clamped log-ratio, consistent with r for k3
+    row_ratio = (
+        torch.bmm(r.unsqueeze(1), m.unsqueeze(2)).reshape(-1) if r.numel() else r.new_zeros(r.shape[0])
+    )
+    ratio_sum = row_ratio.sum()
     out.add("stale/tokens", tokens)
     out.add("stale/responses", (row_tokens > 0).sum())
     out.add("stale/tokens_neg_adv", tokens_neg)
     out.add("stale/tokens_pos_adv", tokens_pos)
-    out.add("stale/ratio_mean", frac(row_ratio.sum(), tokens))
+    out.add("stale/ratio_mean", frac(ratio_sum, tokens))
     out.add("stale/ratio_mean_neg_adv", frac((row_ratio * neg).sum(), tokens_neg))
     out.add("stale/ratio_mean_pos_adv", frac((row_ratio * pos).sum(), tokens_pos))
-    inf = torch.tensor(math.inf, dtype=lr.dtype, device=lr.device)
-    out.add("stale/ratio_min", torch.exp(torch.where(mask, lr, inf).min()) if lr.numel() else math.inf)
-    out.add("stale/ratio_max", torch.exp(torch.where(mask, lr, -inf).max()) if lr.numel() else 0.0)
-    out.add("stale/abs_log_ratio_mean", frac((lr.abs() * m).sum(), tokens))
-    out.add("stale/log_ratio_sq_mean", frac((lr * lr * m).sum(), tokens))
-    out.add("stale/approx_kl", frac(((r - 1.0 - log_rho_c) * m).sum(), tokens))
+    if lr.numel():
+        out.add("stale/ratio_min", torch.exp(torch.where(mask, lr, math.inf).amin()))
+        out.add("stale/ratio_max", torch.exp(torch.where(mask, lr, -math.inf).amax()))
+    else:
+        out.add("stale/ratio_min", math.inf)
+        out.add("stale/ratio_max", 0.0)
+    lr_m = lr * m
+    out.add("stale/abs_log_ratio_mean", frac(lr_m.abs().sum(), tokens))
+    out.add("stale/log_ratio_sq_mean", frac(_dot(lr_m, lr), tokens))
+    # k3 = ρ − 1 − log ρ with the ρ the loss used: log ρ is the (guard-clamped) log-ratio
+    log_r_m = lr_m if max_abs_log_ratio is None else _dot(lr.clamp(-max_abs_log_ratio, max_abs_log_ratio), m)
+    log_r_sum = log_r_m.sum() if max_abs_log_ratio is None else log_r_m
+    out.add("stale/approx_kl", frac(ratio_sum - tokens - log_r_sum, tokens))
     if entropy is not None:
         if entropy.shape != mask.shape:
             raise ValueError(f"entropy must be [B, T] like response_mask, got {tuple(entropy.shape)}")
-        out.add("policy/entropy", frac((entropy.detach().to(dtype) * m).sum(), tokens))
+        out.add("policy/entropy", frac(_dot(entropy.detach().to(dtype), m), tokens))
     return {"tokens": tokens, "responses": (row_tokens > 0).sum()}

@@ -25,7 +25,7 @@ import torch
 
 from mucode.algo.metrics import MetricBuffer, frac
 from mucode.algo.modes import VetoScope, parse_mode
-from mucode.algo.objective import LossInputs, Objective, ObjectiveParams, clamped_surrogate, signed_bounds
+from mucode.algo.objective import LossInputs, Objective, ObjectiveParams, dot
 
 __all__ = ["MU_GRPO", "MuGRPOParams", "veto_mask"]
 
@@ -89,28 +89,33 @@ def veto_mask(
 def _mu_grpo_loss(
     x: LossInputs, p: MuGRPOParams, prepared: Mapping[str, torch.Tensor] | None, out: MetricBuffer | None
 ) -> torch.Tensor:
-    low, high = signed_bounds(x.advantages, 0.0, p.ratio_upper)
-    vetoed, trigger = veto_mask(x.log_rho_detached, x.mask, x.advantages, p.veto_scope, p.veto_threshold)
+    pos = x.advantages > 0
+    neg = x.advantages < 0
+    # min(ρA, clip(ρ, 0, U)A) = A·min(ρ, U) for A>0 and ρA for A<0: one upper bound per response
+    high = torch.where(pos, p.ratio_upper, math.inf).to(x.rho.dtype)[:, None]
     row_weight = x.advantages[:, None] * x.scale
-    if vetoed is None:
-        keep = x.mask
-    elif p.veto_scope is VetoScope.SEQUENCE:  # cheaper: fold the per-response veto into the row weight
-        keep = x.mask
-        row_weight = row_weight * (~trigger.any(dim=1, keepdim=True)).to(row_weight.dtype)
-    else:
-        keep = x.mask & ~vetoed
-    loss = clamped_surrogate(x.rho, low, high, keep.to(x.rho.dtype) * row_weight)
+    with torch.no_grad():
+        below = (x.log_rho_detached < math.log(p.veto_threshold)) & x.mask  # triggers if A<0
+        if p.veto_scope is VetoScope.SEQUENCE:  # per-response veto: fold it into the row weight
+            vetoed_rows = below.any(dim=1) & neg
+            weights = x.mask_float * (row_weight * (~vetoed_rows).to(row_weight.dtype)[:, None])
+            vetoed = None
+        else:
+            vetoed = _SCOPES[p.veto_scope](below & neg[:, None], x.mask)
+            keep = x.mask if vetoed is None else x.mask & ~vetoed
+            weights = keep.to(x.rho.dtype) * row_weight
+    loss = -dot(torch.clamp(x.rho, max=high), weights)
     if out is not None:
         assert x.tokens is not None and x.responses is not None
         with torch.no_grad():
-            r = x.rho.detach()
+            row_tokens = x.mask_float.sum(dim=1)
             out.add("stale/clip_frac_low", 0.0)
-            out.add(
-                "stale/clip_frac_high",
-                frac((x.mask & (x.advantages[:, None] > 0) & (r > p.ratio_upper)).sum(), x.tokens),
-            )
-            out.add("stale/trigger_token_frac", frac(trigger.sum(), x.tokens))
-            if vetoed is None:
+            out.add("stale/clip_frac_high", frac((x.mask & (x.rho.detach() > high)).sum(), x.tokens))
+            out.add("stale/trigger_token_frac", frac((below.sum(dim=1) * neg).sum(), x.tokens))
+            if p.veto_scope is VetoScope.SEQUENCE:
+                out.add("stale/veto_token_frac", frac((row_tokens * vetoed_rows).sum(), x.tokens))
+                out.add("stale/veto_seq_frac", frac((vetoed_rows & (row_tokens > 0)).sum(), x.responses))
+            elif vetoed is None:
                 out.add("stale/veto_token_frac", 0.0)
                 out.add("stale/veto_seq_frac", 0.0)
             else:

@@ -54,6 +54,8 @@ class LossInputs:
     """``log_rho.detach()``: for masks and diagnostics (never differentiated)."""
     mask: torch.Tensor
     """bool response mask."""
+    mask_float: torch.Tensor
+    """the response mask as 0/1 in ρ's dtype."""
     advantages: torch.Tensor
     """[B] per-response advantages, in ρ's dtype."""
     scale: torch.Tensor
@@ -106,7 +108,14 @@ class Objective(Generic[P]):
         if metrics:
             buf = MetricBuffer()
             counts = add_ratio_diagnostics(
-                buf, inputs.log_rho_detached, inputs.rho.detach(), inputs.mask, inputs.advantages, entropy
+                buf,
+                inputs.log_rho_detached,
+                inputs.rho.detach(),
+                inputs.mask,
+                inputs.mask_float,
+                inputs.advantages,
+                entropy,
+                params.max_abs_log_ratio,
             )
             inputs = LossInputs(**{**inputs.__dict__, **counts})
         if prepared is not None:
@@ -178,14 +187,16 @@ class Objective(Generic[P]):
         log_rho = log_ratio(logprobs, behaviour_logprobs)
         rho = ratio(log_rho, params.max_abs_log_ratio)
         mask = response_mask.to(torch.bool)
+        mask_float = mask.to(rho.dtype)
         scale = row_scale(
-            mask, params.aggregation, denominator, norm_length=params.norm_length, dtype=rho.dtype
+            mask_float, params.aggregation, denominator, norm_length=params.norm_length, dtype=rho.dtype
         )
         return LossInputs(
             log_rho=log_rho,
             rho=rho,
             log_rho_detached=log_rho.detach(),
             mask=mask,
+            mask_float=mask_float,
             advantages=advantages.detach().to(rho.dtype),
             scale=scale,
         )
@@ -200,7 +211,12 @@ def clamped_surrogate(
     The PPO form min(ρA, clip(ρ, l, h)A) equals A·clamp(ρ, max=h) for A>0 and A·clamp(ρ, min=l)
     for A<0, which is how the objectives build ``low``/``high``.
     """
-    return -(torch.clamp(rho, min=low, max=high) * weights).sum()
+    return -dot(torch.clamp(rho, min=low, max=high), weights)
+
+
+def dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Σ a·b over all elements as one fused, differentiable pass (no [B, T] temporary)."""
+    return torch.dot(a.reshape(-1), b.reshape(-1))
 
 
 def signed_bounds(
