@@ -21,7 +21,7 @@ eval_app = typer.Typer(
     help="Evaluate a model or a samples file: LiveCodeBench, math, EvalPlus.", no_args_is_help=True
 )
 
-Model = Annotated[str, typer.Option("--model", "-m", help="HF model directory, Hub id, or `tiny`.")]
+Model = Annotated[str | None, typer.Option("--model", "-m", help="HF model directory, Hub id, or `tiny`.")]
 Engine = Annotated[str, typer.Option("--engine", help="Rollout engine: hf (CPU/GPU) or vllm (GPU).")]
 Samples = Annotated[
     Path | None,
@@ -76,12 +76,17 @@ def _engine_source(engine: str, model: str, **settings: Any) -> Any:
     from mucode.eval.core import EngineSource
     from mucode.rollout import make_engine
 
-    built = make_engine(engine, model, **settings)
+    path = model
+    if model == "tiny":
+        from mucode.assets import tiny_policy_path
+
+        path = str(tiny_policy_path())
+    built = make_engine(engine, path, **settings)
     tokenizer = getattr(built, "tokenizer", None)
     if tokenizer is None:
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(model)
+        tokenizer = AutoTokenizer.from_pretrained(path)
     return EngineSource(built, tokenizer, {"engine": engine, "model": model, **settings})
 
 
@@ -113,9 +118,7 @@ def _check_source(samples: Path | None, model: str | None) -> None:
 
 @eval_app.command("livecodebench")
 def livecodebench(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="HF model directory, Hub id, or `tiny`.")
-    ] = None,
+    model: Model = None,
     samples: Samples = None,
     release: Annotated[str, typer.Option("--release", help="Release tag v1…v6 (cumulative).")] = "v6",
     start_date: Annotated[
@@ -190,9 +193,7 @@ def livecodebench(
 
 @eval_app.command("math")
 def math(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="HF model directory, Hub id, or `tiny`.")
-    ] = None,
+    model: Model = None,
     benchmarks: Annotated[
         str, typer.Option("--benchmarks", help="Comma-separated: math500,aime24,aime25,amc23,amc24.")
     ] = "math500,aime24,aime25,amc23,amc24",
@@ -205,6 +206,9 @@ def math(
     ] = None,
     instruction: Annotated[
         str | None, typer.Option("--instruction", help="Appended to each problem.")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Only the first N problems of each benchmark.")
     ] = None,
     samples_per_problem: N = None,
     engine: Engine = "hf",
@@ -258,6 +262,7 @@ def math(
             samples_per_problem=samples_per_problem,
             samples=file_samples,
             instruction=MATH_INSTRUCTION if instruction is None else instruction,
+            limit=limit,
             verifier=_verifier(verifier_url, backend, token),
             run_dir=_run_dir(run_dir, no_cache, label),
             progress=_say,
@@ -271,9 +276,7 @@ def math(
 
 @eval_app.command("evalplus")
 def evalplus(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="HF model directory, Hub id, or `tiny`.")
-    ] = None,
+    model: Model = None,
     datasets: Annotated[
         str, typer.Option("--datasets", help="Comma-separated: humaneval,mbpp.")
     ] = "humaneval,mbpp",

@@ -253,6 +253,7 @@ def evaluate_math(
     system_prompt: str | None = None,
     samples: Mapping[str, Mapping[str, list[str]]] | None = None,
     revision: str | None = None,
+    limit: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Evaluate math benchmarks; the report is keyed by benchmark name, plus `average` for several.
@@ -261,22 +262,36 @@ def evaluate_math(
     `samples={benchmark: {id: [responses]}}`. `samples_per_problem`: one number for all, a dict per
     benchmark, or None for the defaults (AIME 16, others 4). A benchmark whose data cannot be loaded
     is skipped with a warning and recorded under `skipped`; the average is then marked partial.
+    `limit` keeps the first problems of each benchmark (smoke runs; not comparable with papers).
     """
+    report: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
     with verifier_session(verifier, ["math"]) as session:
-        report, skipped = _evaluate_each(
-            source,
-            benchmarks,
-            tokenizer,
-            data_dir,
-            samples_per_problem,
-            session,
-            run_dir,
-            instruction,
-            system_prompt,
-            samples,
-            revision,
-            progress,
-        )
+        for name in benchmarks:
+            bench = _benchmark(name)
+            if isinstance(samples_per_problem, Mapping):
+                n = samples_per_problem.get(name, bench.default_samples)
+            else:
+                n = samples_per_problem or bench.default_samples
+            if samples is not None and name not in samples:
+                continue
+            try:
+                problems = load_math_problems(name, data_dir=data_dir, revision=revision)
+            except Exception as err:  # offline Hub, missing file: skip this benchmark, keep the others
+                warnings.warn(f"math benchmark {name} skipped: {err}", stacklevel=2)
+                skipped[name] = str(err)
+                continue
+            task = MathTask(name, problems[:limit], instruction=instruction, system_prompt=system_prompt)
+            this_source: ResponseSource
+            if samples is not None:
+                this_source = SamplesSource(samples[name])
+            elif isinstance(source, EngineSource | SamplesSource):
+                this_source = source
+            else:
+                this_source = EngineSource(source, tokenizer)
+            report.update(
+                run_task(task, this_source, n, verifier=session, run_dir=run_dir, progress=progress)
+            )
     if len(benchmarks) > 1:
         average = average_entry(report, benchmarks)
         if average:
@@ -284,44 +299,3 @@ def evaluate_math(
     if skipped:
         report["skipped"] = skipped
     return report
-
-
-def _evaluate_each(
-    source: Any,
-    benchmarks: Sequence[str],
-    tokenizer: Any,
-    data_dir: str | Path | None,
-    samples_per_problem: int | Mapping[str, int] | None,
-    verifier: VerifierOptions,
-    run_dir: str | Path | None,
-    instruction: str,
-    system_prompt: str | None,
-    samples: Mapping[str, Mapping[str, list[str]]] | None,
-    revision: str | None,
-    progress: Callable[[str], None] | None,
-) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    report: dict[str, dict[str, Any]] = {}
-    skipped: dict[str, str] = {}
-    for name in benchmarks:
-        bench = _benchmark(name)
-        if isinstance(samples_per_problem, Mapping):
-            n = samples_per_problem.get(name, bench.default_samples)
-        else:
-            n = samples_per_problem or bench.default_samples
-        try:
-            problems = load_math_problems(name, data_dir=data_dir, revision=revision)
-        except Exception as err:  # offline Hub, missing file: skip this benchmark, keep the others
-            warnings.warn(f"math benchmark {name} skipped: {err}", stacklevel=2)
-            skipped[name] = str(err)
-            continue
-        task = MathTask(name, problems, instruction=instruction, system_prompt=system_prompt)
-        if samples is not None:
-            if name not in samples:
-                continue
-            this_source: ResponseSource = SamplesSource(samples[name])
-        elif isinstance(source, EngineSource | SamplesSource):
-            this_source = source
-        else:
-            this_source = EngineSource(source, tokenizer)
-        report.update(run_task(task, this_source, n, verifier=verifier, run_dir=run_dir, progress=progress))
-    return report, skipped
