@@ -47,6 +47,9 @@ def train(
         typer.secho(f"--task must be code or math, not {task!r}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     cfg = resolve_config(config, _overrides(task, run_dir, overrides))
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # weight-loading bars would drown the trainer's own
     try:
         result = run_training(cfg, resume=resume)
     except ResumeError as err:

@@ -360,7 +360,7 @@ def _stage_record(k: int, store: StageStore, state: TrainerState, times: dict[st
     return {
         "stage": k,
         "updates": state.update_in_stage,
-        "reward/rollout_mean": roll.get("reward/rollout_mean"),
+        **roll,
         "reward/last_updates_mean": sum(tail) / len(tail) if tail else None,
         "verifier/masked": int(roll.get("verifier/masked", 0)),
         "rollout/responses": int(roll.get("rollout/responses", store.num_rows)),
@@ -369,8 +369,10 @@ def _stage_record(k: int, store: StageStore, state: TrainerState, times: dict[st
 
 
 def _stage_line(record: dict[str, Any]) -> str:
-    parts = [f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items() if k != "stage"]
-    return ", ".join(parts)
+    keys = ["reward/rollout_mean", "reward/last_updates_mean", "verifier/masked", "time/rollout", "time/verify",
+            "time/optimize", "time/total"]
+    return ", ".join(f"{k}={record[k]:.3f}" if isinstance(record.get(k), float) else f"{k}={record.get(k)}"
+                     for k in keys)
 
 
 def _totals(state: TrainerState, wall: float, base: str) -> dict[str, Any]:

@@ -15,16 +15,26 @@ __all__ = ["PANELS", "plot_run"]
 # (file stem, title, metric keys drawn (first group present wins), y label)
 PANELS: list[tuple[str, str, list[list[str]], str]] = [
     ("reward", "Reward", [["reward/mean"]], "mean reward of the minibatch"),
-    ("veto_fraction", "Veto fraction", [["veto/token_frac", "veto/response_frac"]], "fraction vetoed"),
-    ("clip_fraction", "Clip fraction", [["clip/frac_low", "clip/frac_high"], ["clip/frac"]], "fraction of tokens clipped"),
-    ("rho_neg_adv", "E[ρ | A<0]", [["ratio/mean_neg_adv"]], "mean ratio on A<0 tokens"),
+    ("veto_fraction", "Veto fraction", [["stale/veto_token_frac", "stale/veto_seq_frac"], ["stale/m2po_masked_token_frac"]],
+     "fraction vetoed (tokens, responses)"),
+    ("clip_fraction", "Clip fraction", [["stale/clip_frac_low", "stale/clip_frac_high", "stale/clip_frac_dual"]],
+     "fraction of tokens clipped"),
+    ("rho_neg_adv", "E[ρ | A<0]", [["stale/ratio_mean_neg_adv"]], "mean ratio on A<0 tokens"),
 ]
 
 
 def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    """(updates, values) of ``key``, leaving out updates where the metric had nothing to average
+    (e.g. E[ρ|A<0] of a minibatch without A<0 tokens, which the algo core reports as 0)."""
+    from mucode.algo.metrics import METRICS
+
+    spec = METRICS.get(key)
+    weight = spec.weight if spec is not None else None
     xs, ys = [], []
     for row in rows:
         value = row.get(key)
+        if weight is not None and not row.get(weight):
+            continue
         if isinstance(value, int | float):
             xs.append(int(row["update"]))
             ys.append(float(value))
@@ -41,8 +51,8 @@ def _smooth(ys: list[float], window: int) -> list[float]:
     return out
 
 
-def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[int], title: str,
-          key_groups: list[list[str]], ylabel: str) -> None:
+def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[float], title: str,
+          key_groups: list[list[str]], ylabel: str, stage_rewards: list[tuple[float, float]] = ()) -> None:  # type: ignore[assignment]
     keys = next((g for g in key_groups if any(_series(rows, k)[0] for k in g)), [])
     drawn = False
     for key in keys:
@@ -50,7 +60,7 @@ def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[int], title: str
         if not xs:
             continue
         drawn = True
-        window = max(1, len(xs) // 40)
+        window = max(1, min(32, len(xs) // 8))
         line = ax.plot(xs, ys, alpha=0.3 if window > 1 else 1.0, linewidth=0.8)[0]
         if window > 1:
             ax.plot(xs, _smooth(ys, window), color=line.get_color(), label=f"{key} (mean of {window})")
@@ -58,6 +68,10 @@ def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[int], title: str
             line.set_label(key)
     for b in boundaries:
         ax.axvline(b, color="grey", linestyle="--", linewidth=0.8)
+    if stage_rewards and keys == ["reward/mean"]:
+        xs, ys = zip(*stage_rewards, strict=True)
+        ax.plot(xs, ys, "o", color="black", markersize=4, label="stage rollouts (β_k)")
+        drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "not logged by this run", ha="center", va="center", transform=ax.transAxes)
     else:
@@ -84,19 +98,24 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     ends = sorted({int(e["update"]) for e in events if e.get("event") == "stage" and "update" in e})
     last = max(int(r["update"]) for r in rows)
     boundaries = [u + 0.5 for u in ends if u < last]
+    # the reward of each stage's rollouts, drawn at the stage's first update
+    starts = [0, *ends]
+    stage_rewards = [(starts[i] + 1, float(e["reward/rollout_mean"]))
+                     for i, e in enumerate(ev for ev in events if ev.get("event") == "stage")
+                     if isinstance(e.get("reward/rollout_mean"), int | float) and i < len(starts)]
     out = run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for stem, title, keys, ylabel in PANELS:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        _draw(ax, rows, boundaries, title, keys, ylabel)
+        _draw(ax, rows, boundaries, title, keys, ylabel, stage_rewards)
         fig.tight_layout()
         fig.savefig(out / f"{stem}.png", dpi=110)
         plt.close(fig)
         paths.append(out / f"{stem}.png")
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     for ax, (_, title, keys, ylabel) in zip(axes.flat, PANELS, strict=True):
-        _draw(ax, rows, boundaries, title, keys, ylabel)
+        _draw(ax, rows, boundaries, title, keys, ylabel, stage_rewards)
     fig.suptitle(f"{run_dir.name} (dashed: stage boundaries)")
     fig.tight_layout()
     fig.savefig(out / "overview.png", dpi=110)

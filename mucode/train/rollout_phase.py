@@ -133,7 +133,7 @@ def generate_stage(
     start = time.perf_counter()
     engine = engine_factory()
     stats.times["time/engine_start"] = time.perf_counter() - start
-    resends_before = pipeline.resends
+    resends_before, busy_before = pipeline.resends, pipeline.busy_s
     try:
         for group in engine.generate([(str(slot), ids) for slot, _, ids in todo], samples_per_prompt):
             slot = int(group[0].prompt_id)
@@ -158,4 +158,5 @@ def generate_stage(
     bar.close()
     stats.times["time/verify"] = time.perf_counter() - generated
     stats.resends = pipeline.resends - resends_before
+    stats.times["verifier/busy_s"] = pipeline.busy_s - busy_before
     return stats

@@ -60,6 +60,13 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' in line]
     assert [e["stage"] for e in events] == [0, 1]
 
+    # every key the run logged is defined in the glossary
+    glossary = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    logged = {k for r in rows for k in r} | {k for e in events for k in e if k != "event"}
+    logged |= set(totals) - {"base_policy"}
+    undocumented = {k for k in logged if f"`{k}`" not in glossary and not k.startswith("verifier/status/")}
+    assert not undocumented, f"add to docs/metrics.md: {sorted(undocumented)}"
+
     # the saved stage-1 policy equals the trainer's final weights
     from transformers import AutoModelForCausalLM
 
