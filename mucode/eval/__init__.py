@@ -14,7 +14,7 @@ from mucode.eval.judge import VerifierOptions
 from mucode.eval.livecodebench import evaluate_livecodebench
 from mucode.eval.math_bench import MATH_BENCHMARKS, evaluate_math
 from mucode.eval.passk import pass_at_k, pass_at_k_table
-from mucode.eval.report import format_table, write_report
+from mucode.eval.report import format_table, metrics_from_report, write_report
 
 __all__ = [
     "MATH_BENCHMARKS",
@@ -26,6 +26,7 @@ __all__ = [
     "evaluate_livecodebench",
     "evaluate_math",
     "format_table",
+    "metrics_from_report",
     "pass_at_k",
     "pass_at_k_table",
     "write_report",

@@ -94,7 +94,13 @@ def evaluate_benchmarks(
     fingerprint: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """One report over benchmarks of every kind, sampled with `engine` (None: each benchmark's default n)."""
+    """One report over benchmarks of every kind, sampled with `engine`.
+
+    `samples_per_problem` None: each benchmark's default. `run_dir` caches samples for resuming:
+    give each policy (checkpoint) its own directory, since cached samples are reused whenever the
+    `fingerprint` (model, sampling settings) matches. `metrics_from_report` flattens the result into
+    `eval/<benchmark>/pass@k` keys for a logger.
+    """
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault(_kind(name), []).append(name)

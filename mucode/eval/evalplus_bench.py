@@ -23,6 +23,7 @@ sum (at most 60 s, evalplus's per-task cap) plus 2 s to start.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import json
 import os
@@ -64,6 +65,8 @@ RESPONSE_PREFIX = "Below is a Python script with a self-contained function that 
 DEFAULT_MIN_TIME_LIMIT = 1.0
 DEFAULT_GT_TIME_LIMIT_FACTOR = 4.0
 TASK_TIMEOUT_CAP_S = 60.0
+EVALPLUS_BATCH_SIZE = 8
+"""Items per verifier request: each carries a task's inputs and ground truth."""
 
 
 def _dataset(name: str) -> tuple[str, str]:
@@ -247,6 +250,8 @@ def evaluate_evalplus(
     """Report entries `humaneval`, `humaneval+`, `mbpp`, `mbpp+` (those of the chosen data sets)."""
     report: dict[str, dict[str, Any]] = {}
     with verifier_session(verifier, ["code"]) as session:
+        # an item carries all inputs and expected outputs of a task (up to megabytes for HumanEval+)
+        session = dataclasses.replace(session, batch_size=min(session.batch_size, EVALPLUS_BATCH_SIZE))
         for dataset in datasets:
             report.update(
                 _evaluate_one(

@@ -51,6 +51,8 @@ class VerifierOptions:
     timeout_s: float = 300.0
     max_retries: int = 3
     max_concurrency: int = 8
+    batch_size: int = 64
+    """Items per HTTP request (lower it for large items: the service caps request bytes)."""
     chunk_size: int = 256
     """Items per chunk between two saves of the verdict cache."""
     infra_retries: int = 2
@@ -106,6 +108,7 @@ async def _verify_all(
         timeout_s=settings.timeout_s,
         max_retries=settings.max_retries,
         max_concurrency=settings.max_concurrency,
+        batch_size=settings.batch_size,
     )
     out: dict[tuple[str, int, str], dict[str, Any]] = {}
     try:

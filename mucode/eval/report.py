@@ -26,7 +26,7 @@ from typing import Any
 from mucode.eval.passk import mean_pass_at_k
 from mucode.eval.store import INFRA_STATUSES
 
-__all__ = ["ProblemOutcome", "format_table", "summarize", "write_report"]
+__all__ = ["ProblemOutcome", "format_table", "metrics_from_report", "summarize", "write_report"]
 
 
 @dataclass
@@ -95,6 +95,18 @@ def write_report(report: dict[str, Any], path: str | Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, sort_keys=False, allow_nan=True) + "\n")
     return out
+
+
+def metrics_from_report(report: dict[str, Any], prefix: str = "eval/") -> dict[str, float]:
+    """Flat metric keys for a logger: `eval/<benchmark>/pass@k` (and `eval/average/pass@1`)."""
+    metrics: dict[str, float] = {}
+    for name, entry in report.items():
+        if not isinstance(entry, dict):
+            continue
+        for key, value in entry.items():
+            if key.startswith("pass@") and isinstance(value, int | float):
+                metrics[f"{prefix}{name}/{key}"] = float(value)
+    return metrics
 
 
 def _pct(value: Any) -> str:

@@ -21,6 +21,15 @@ def math_data() -> Path:
     return MATH_DATA
 
 
+@pytest.fixture
+def hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub refuses every request (tests never reach the network)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
 @pytest.fixture(scope="session")
 def math_verifier() -> Iterator[VerifierOptions]:
     """One loopback verifier serving the math program for the whole session."""

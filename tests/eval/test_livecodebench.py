@@ -50,6 +50,14 @@ def test_release_tags_are_cumulative_over_the_release_files() -> None:
         load_livecodebench("v3", source=LCB_DIR)
 
 
+@pytest.mark.usefixtures("hub_offline")
+def test_hub_source_offline_fails_with_the_offline_recipe() -> None:
+    from mucode.eval.hub import HubError
+
+    with pytest.raises(HubError, match="--data-dir"):
+        load_livecodebench("v1")
+
+
 def test_date_window_keeps_contests_inside_it() -> None:
     ids = [p.question_id for p in load_livecodebench("v2", source=LCB_DIR, start_date="2023-09-01")]
     assert ids == ["9001", "1950Z"]

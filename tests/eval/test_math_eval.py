@@ -140,10 +140,10 @@ def test_mixed_files_give_the_expected_averages(
     assert "| math500" in table and "average" in table
 
 
+@pytest.mark.usefixtures("hub_offline")
 def test_amc24_without_local_copy_is_skipped_and_the_average_marked_partial(
-    math_data: Path, math_verifier: VerifierOptions, monkeypatch: pytest.MonkeyPatch
+    math_data: Path, math_verifier: VerifierOptions
 ) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network in tests: the Hub fetch must fail fast
     aime = load_math_problems("aime24", data_dir=math_data)
     samples = {"aime24": {p.id: [boxed(p.answer, p.id)] for p in aime}, "amc24": {"0": ["x"]}}
     with pytest.warns(UserWarning, match="amc24 skipped"):
