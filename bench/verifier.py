@@ -112,7 +112,8 @@ def main() -> None:
     ap.add_argument("--math-items", type=int, default=500)
     ap.add_argument("--containers", type=int, default=2)
     ap.add_argument("--slots", type=int, default=2, help="slots per sandbox container")
-    ap.add_argument("--math-workers", type=int, default=2)
+    ap.add_argument("--math-workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
+                    help="math-verify workers (default: cores - 1, leaving one for the server and this client)")
     ap.add_argument("--batch", type=int, default=32, help="items per HTTP request")
     ap.add_argument("--concurrency", type=int, default=4, help="HTTP requests in flight")
     ap.add_argument("--load-seconds", type=float, default=0.0, help="also run a fixed-rate load test this long")

@@ -70,7 +70,8 @@ class Result(BaseModel):
     @classmethod
     def infra(cls, item_id: str | None, status: RewardStatus, error: str) -> Result:
         """An infrastructure failure: reward 0.0 by convention, but the status marks it as no signal."""
-        assert status in INFRA_STATUSES, status
+        if status not in INFRA_STATUSES:
+            raise ValueError(f"Result.infra needs an infrastructure status {sorted(INFRA_STATUSES)}, got {status}")
         return cls(id=item_id, reward=0.0, status=status, details={"error": error})
 
 

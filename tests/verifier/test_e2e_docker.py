@@ -126,8 +126,29 @@ def test_pathological_math_times_out_while_the_rest_is_verified(url: str) -> Non
     assert [r["status"] for r in verify(url, items)] == ["time_limit", "correct", "correct"]
 
 
+def verl_sandbox_fusion():
+    """verl's own ``verl/utils/reward_score/sandbox_fusion`` package from the installed verl, loaded
+    without running ``verl/__init__`` (which imports torch and costs ~10 s of CPU): same files, unmodified."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.find_spec("verl")
+    assert spec is not None and spec.submodule_search_locations, "verl is not installed (pip install 'mucode[verl]')"
+    pkg_dir = os.path.join(spec.submodule_search_locations[0], "utils", "reward_score", "sandbox_fusion")
+    name = "_verl_sandbox_fusion"
+    if name not in sys.modules:
+        sub = importlib.util.spec_from_file_location(name, os.path.join(pkg_dir, "__init__.py"),
+                                                     submodule_search_locations=[pkg_dir])
+        assert sub is not None and sub.loader is not None
+        module = importlib.util.module_from_spec(sub)
+        sys.modules[name] = module
+        sub.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def test_run_code_drives_verls_sandbox_fusion_client(url: str) -> None:
-    from verl.utils.reward_score import sandbox_fusion
+    sandbox_fusion = verl_sandbox_fusion()
+    assert sandbox_fusion.__file__.endswith("verl/utils/reward_score/sandbox_fusion/__init__.py")
 
     endpoint = f"{url}/run_code"
     ok = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
