@@ -7,7 +7,9 @@ gives exactly the single-process gradient.
 
 - CUDA: the policy is wrapped in FSDP (full sharding, one unit per decoder layer); checkpoints and
   the per-stage HF export gather a full state dict on rank 0.
-- CPU (``gloo``, for tests and laptops): DistributedDataParallel; same maths.
+- CPU (``gloo``, for tests and laptops): the plain model on every rank and an explicit all-reduce
+  (sum) of the gradients after the micro-batches (DDP's per-backward hooks would need the same
+  number of micro-batches on every rank); same maths.
 
 Limits: generation runs on rank 0 only (other ranks wait at a barrier), which suits the ``hf``
 engine on a few GPUs; with vLLM the engine's own tensor/data parallel settings use the GPUs.
@@ -81,7 +83,7 @@ def wrap_model(model: nn.Module, info: DistInfo) -> nn.Module:
             device_id=info.device,
             use_orig_params=True,
         )
-    return nn.parallel.DistributedDataParallel(model)
+    return model  # CPU: gradients are all-reduced explicitly by the updater
 
 
 def unwrap(model: nn.Module) -> nn.Module:

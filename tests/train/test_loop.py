@@ -9,12 +9,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import torch
+from train_helpers import run_overrides, write_tasks
 
 from mucode.config import load_config
 from mucode.train.loop import ResumeError, run_training
 from mucode.train.store import StageStore
-
-from train_helpers import run_overrides, write_tasks
 
 
 def _rows(run_dir: Path) -> list[dict]:

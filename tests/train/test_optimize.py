@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 import copy
-import random
 from pathlib import Path
 
 import pytest
 import torch
+from train_helpers import synthetic_groups as _groups
 
 from mucode.config import load_config
 from mucode.train.distributed import DistInfo
 from mucode.train.optimize import Updater, make_optimizer, pack_micro_batches
 from mucode.train.policy import load_policy
-from mucode.train.store import StoredGroup, StoredSample
-
-
-def _groups(vocab: int, n_groups: int = 4, g: int = 4, seed: int = 0) -> list[StoredGroup]:
-    rng = random.Random(seed)
-    groups = []
-    for gid in range(n_groups):
-        samples = []
-        for i in range(g):
-            length = rng.randint(1, 12)
-            samples.append(StoredSample(
-                prompt_id=f"p{gid}", sample_index=i,
-                prompt_tokens=[rng.randrange(vocab) for _ in range(rng.randint(3, 9))],
-                response_tokens=[rng.randrange(vocab) for _ in range(length)],
-                behaviour_logprobs=[-rng.uniform(3.0, 9.0) for _ in range(length)],  # off-policy data
-                reward=float(i % 2), status="correct" if i % 2 else "wrong_answer", masked=False,
-                advantage=rng.choice([-1.2, -0.4, 0.5, 1.1]),
-            ))
-        groups.append(StoredGroup(group_id=gid, prompt_id=f"p{gid}", samples=samples))
-    return groups
+from mucode.train.store import StoredGroup
 
 
 def _update(policy: Path, overrides: list[str], groups: list[StoredGroup]) -> tuple[dict, dict[str, float]]:

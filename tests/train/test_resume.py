@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from train_helpers import run_overrides, write_tasks
 
 from mucode.config import load_config
 from mucode.train.loop import run_training
 from mucode.train.store import StageStore, StoreError
-
-from train_helpers import run_overrides, write_tasks
 
 
 def _updates(run_dir: Path) -> int:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
+
+from mucode.train.store import StoredGroup, StoredSample
 
 
 def write_tasks(path: Path, program: str, n: int = 12) -> Path:
@@ -40,3 +43,23 @@ def run_overrides(policy: Path, data: Path, run_dir: Path, **extra: Any) -> list
     }
     values.update({k.replace("__", "."): v for k, v in extra.items()})
     return [f"{k}={v}" for k, v in values.items()]
+
+
+def synthetic_groups(vocab: int, n_groups: int = 4, g: int = 4, seed: int = 0) -> list[StoredGroup]:
+    """Groups of random token ids with off-policy behaviour log-probs and mixed advantages."""
+    rng = random.Random(seed)
+    groups = []
+    for gid in range(n_groups):
+        samples = []
+        for i in range(g):
+            length = rng.randint(1, 12)
+            samples.append(StoredSample(
+                prompt_id=f"p{gid}", sample_index=i,
+                prompt_tokens=[rng.randrange(vocab) for _ in range(rng.randint(3, 9))],
+                response_tokens=[rng.randrange(vocab) for _ in range(length)],
+                behaviour_logprobs=[-rng.uniform(3.0, 9.0) for _ in range(length)],  # off-policy data
+                reward=float(i % 2), status="correct" if i % 2 else "wrong_answer", masked=False,
+                advantage=rng.choice([-1.2, -0.4, 0.5, 1.1]),
+            ))
+        groups.append(StoredGroup(group_id=gid, prompt_id=f"p{gid}", samples=samples))
+    return groups
