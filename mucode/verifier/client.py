@@ -75,10 +75,12 @@ class VerifierClient:
     async def verify(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Scores ``items`` (SPEC §3 dicts); returns one result dict per item, in order."""
         results: list[dict[str, Any] | None] = [None] * len(items)
+        exhausted: set[int] = set()  # items whose HTTP retries already ran out: not re-sent again
         pending = list(range(len(items)))
         for attempt in range(self.max_retries + 1):
-            await self._run_round(items, pending, results)
-            pending = [i for i in pending if results[i] is not None and results[i]["status"] in _INFRA]  # type: ignore[index]
+            await self._run_round(items, pending, results, exhausted)
+            pending = [i for i in pending if i not in exhausted
+                       and results[i] is not None and results[i]["status"] in _INFRA]  # type: ignore[index]
             if not pending or attempt == self.max_retries:
                 break
             await asyncio.sleep(self._backoff(attempt))
@@ -114,20 +116,24 @@ class VerifierClient:
         return client
 
     async def _run_round(self, items: list[dict[str, Any]], indices: list[int],
-                         results: list[dict[str, Any] | None]) -> None:
+                         results: list[dict[str, Any] | None], exhausted: set[int]) -> None:
         sem = asyncio.Semaphore(self.max_concurrency)
 
         async def one(batch: list[int]) -> None:
             async with sem:
-                out = await self._post_batch([items[i] for i in batch])
+                out, ok = await self._post_batch([items[i] for i in batch])
             for i, r in zip(batch, out, strict=True):
                 results[i] = r
+            if not ok:
+                exhausted.update(batch)
 
         batches = [indices[k : k + self.batch_size] for k in range(0, len(indices), self.batch_size)]
         await asyncio.gather(*(one(b) for b in batches))
 
-    async def _post_batch(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One batch, retried on infrastructure errors; 4xx raises; exhaustion gives infra results."""
+    async def _post_batch(self, batch: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+        """One batch, retried on infrastructure errors; 4xx raises; exhaustion gives infra results.
+
+        Returns the results and whether the server answered (False: retries ran out here)."""
         last_error = "not sent"
         for attempt in range(self.max_retries + 1):
             url = self.base_urls[next(self._next_url)] + "/v1/verify"
@@ -141,15 +147,15 @@ class VerifierClient:
                     if len(results) != len(batch):
                         last_error = f"{url} returned {len(results)} results for {len(batch)} items"
                     else:
-                        return results
+                        return results, True
                 elif response.status_code in _RETRY_CODES:
                     last_error = f"HTTP {response.status_code} from {url}: {response.text[:300]}"
                 else:
                     raise _request_error(response)
             if attempt < self.max_retries:
                 await asyncio.sleep(self._backoff(attempt))
-        return [_infra_result(item, f"verifier unreachable after {self.max_retries + 1} attempts: {last_error}")
-                for item in batch]
+        error = f"verifier unreachable after {self.max_retries + 1} attempts: {last_error}"
+        return [_infra_result(item, error) for item in batch], False
 
     def _backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
