@@ -10,7 +10,11 @@ Workloads: (a) hello-world, (b) read two integers and print their sum (one test 
 - floor ``fork``: ``os.fork()`` of an already started interpreter that ``exec``s the program with
   stdin/stdout on pipes, no isolation at all;
 - ``docker run``: one ``docker run --rm -i --network none`` of the sandbox image per program (b).
-Run it on a quiet machine; figures on a shared machine move with the other load (printed at the end).
+- ``local`` / ``docker`` under attack: (b) at concurrency 2 while a fork bomb and a CPU spinner run
+  back to back in two other slots.
+Run it on a quiet machine; figures on a shared machine move with the other load (printed). On a
+cgroup-v1 host the bench moves itself into a CPU cgroup weighted like ``/docker`` (all containers
+share that one weight), so that local/floor rows and docker rows compete alike with other work.
 """
 
 from __future__ import annotations
@@ -89,9 +93,49 @@ async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -
                 await asyncio.gather(*[one(sem, job, lat) for _ in range(n)])
                 rows.append(_row(name, workload, conc, lat, time.perf_counter() - start, len(inputs)))
                 print(rows[-1].line(), flush=True)
+        rows.append(await under_attack(backend, name, jobs))
+        print(rows[-1].line(), flush=True)
     finally:
         await backend.close()
     return rows
+
+
+HOSTILE = [  # each keeps one slot busy, looping until the measurement ends
+    "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    "while True:\n    pass\n",
+]
+
+
+async def under_attack(backend, name: str, jobs: int, conc: int = 2) -> Row:  # type: ignore[no-untyped-def]
+    """a+b at concurrency 2 while a fork bomb and a CPU spinner occupy two other slots."""
+    stop = asyncio.Event()
+
+    async def hostile(program: str) -> None:
+        while not stop.is_set():
+            await backend.judge(CodeJob(program, TestSpec("stdio", [""], [""]), time_limit_s=2))
+
+    attackers = [asyncio.create_task(hostile(p)) for p in HOSTILE]
+    await asyncio.sleep(1.0)
+    program, inputs, outputs = WORKLOADS["a+b"]
+    job = CodeJob(program, TestSpec("stdio", inputs, outputs), time_limit_s=5)
+    sem = asyncio.Semaphore(conc)
+    lat: list[float] = []
+
+    async def one() -> None:
+        async with sem:
+            t = time.perf_counter()
+            r = await backend.judge(job)
+            lat.append(time.perf_counter() - t)
+            if r.verdict is not Verdict.correct:
+                raise RuntimeError(f"{name} under attack: {r}")
+
+    start = time.perf_counter()
+    try:
+        await asyncio.gather(*[one() for _ in range(jobs // 2)])
+    finally:
+        stop.set()
+        await asyncio.gather(*attackers, return_exceptions=True)
+    return _row(name, "a+b, fork bomb + spin in 2 other slots", conc, lat, time.perf_counter() - start, 1)
 
 
 def _fresh_subprocess(program: str, stdin: str) -> str:
@@ -188,6 +232,33 @@ def bench_docker_run(image: str, concs: list[int], n: int) -> list[Row]:
     return rows
 
 
+CGROUP = Path("/sys/fs/cgroup/cpu/mucode-bench")
+
+
+def enter_fair_cgroup() -> bool:
+    """Docker puts every container under /docker, one CPU cgroup of weight 1024: on a machine busy
+    with other work, all containers together weigh as much as one busy host process, while the
+    local backend and the floors run as individual host processes. For a like-for-like table, move
+    this process (and so the local jail and the floor subprocesses) into a sibling cgroup of the
+    same weight (cgroup v1 only; removed at exit)."""
+    try:
+        CGROUP.mkdir(exist_ok=True)
+        (CGROUP / "cpu.shares").write_text("1024")
+        (CGROUP / "cgroup.procs").write_text(str(os.getpid()))
+        return True
+    except OSError as exc:
+        print(f"# could not enter {CGROUP} ({exc}); rows are not weighted alike under load")
+        return False
+
+
+def leave_fair_cgroup() -> None:
+    try:
+        Path("/sys/fs/cgroup/cpu/cgroup.procs").write_text(str(os.getpid()))
+        CGROUP.rmdir()
+    except OSError:
+        pass
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--backends", default="local,docker")
@@ -198,9 +269,20 @@ def main() -> None:
     p.add_argument("--image", default="mucode-sandbox:latest")
     p.add_argument("--docker-run-programs", type=int, default=16)
     p.add_argument("--no-floors", action="store_true")
+    p.add_argument("--no-fair-cgroup", action="store_true", help="do not weight this process like the /docker cgroup")
     args = p.parse_args()
+    fair = not args.no_fair_cgroup and Path("/sys/fs/cgroup/cpu/docker").is_dir() and enter_fair_cgroup()
+    try:
+        run(args, fair)
+    finally:
+        if fair:
+            leave_fair_cgroup()
+
+
+def run(args: argparse.Namespace, fair: bool) -> None:
     concs = [int(c) for c in args.concurrency.split(",")]
-    print(f"# sandbox bench, {os.cpu_count()} cores, load before: {os.getloadavg()[0]:.2f}")
+    print(f"# sandbox bench, {os.cpu_count()} cores, load before: {os.getloadavg()[0]:.2f}, "
+          f"bench in a CPU cgroup weighted like /docker: {fair}")
     print("| system | workload | concurrency | tests/s | p50 ms/job | p95 ms/job | jobs |")
     print("|---|---|---|---|---|---|---|")
     rows: list[Row] = []

@@ -66,7 +66,12 @@ def run_args(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int,
             "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID",
             "--security-opt", "no-new-privileges",
             "--pids-limit", str(pids_limit), "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m",
-            "--cpus", str(cpus), "-v", f"{sock_dir}:/run/mucode"]
+            "-v", f"{sock_dir}:/run/mucode"]
+    if cpus > 0:
+        args += ["--cpus", str(cpus)]
+    # A container is one CPU scheduling group: with the default weight (1024) its slots together
+    # weigh as much as one host process. Weight it like `slots` processes.
+    args += ["--cpu-shares", str(1024 * slots)]
     for i in range(slots):
         uid = uid_base + i
         args += ["--tmpfs", f"/scratch/{i}:rw,nosuid,nodev,size={scratch_mb}m,uid={uid},gid={uid},mode=0700"]
@@ -78,7 +83,8 @@ def run_args(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int,
 class DockerBackend(PooledBackend):
     """Options (managed mode): ``image`` (default mucode-sandbox:latest), ``containers`` (2),
     ``slots_per_container`` (4), ``uid_base`` (10000), ``scratch_mb`` (64, tmpfs per slot),
-    ``memory_mb`` (per container; default 1024 x slots), ``cpus`` (per container, default: all),
+    ``memory_mb`` (per container; default 1024 x slots), ``cpus`` (per container, default: all
+    cores; 0: no CPU quota),
     ``pids_limit`` (per container, default 64 x slots + 16), ``nproc``/``fsize_mb``/
     ``output_limit_bytes``/``wall_factor`` (executor limits), ``docker`` (CLI path),
     ``health_interval_s`` (5), ``start_timeout_s`` (60).
@@ -101,7 +107,7 @@ class DockerBackend(PooledBackend):
         self.uid_base = uid_base
         self.scratch_mb = scratch_mb
         self.memory_mb = memory_mb or 1024 * slots_per_container
-        self.cpus = cpus or float(os.cpu_count() or 1)
+        self.cpus = float(os.cpu_count() or 1) if cpus is None else cpus
         self.pids_limit = pids_limit or nproc * slots_per_container + 16
         self.executor_args = ["--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
                               "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor)]
