@@ -60,8 +60,8 @@ class CodeSpec(BaseModel):
 
     tests: TestsSpec
     checker: Literal["code_contests", "livecodebench", "exact"] = "code_contests"
-    time_limit_s: float = Field(5.0, gt=0, le=MAX_TIME_LIMIT_S, description="Per test.")
-    memory_limit_mb: int = Field(512, ge=16, le=MAX_MEMORY_LIMIT_MB)
+    time_limit_s: float = Field(default=5.0, gt=0, le=MAX_TIME_LIMIT_S, description="Per test.")
+    memory_limit_mb: int = Field(default=512, ge=16, le=MAX_MEMORY_LIMIT_MB)
     extract: Literal["last_fence", "none", "evalplus"] = "last_fence"
     language: Literal["python"] = "python"
 
@@ -112,7 +112,7 @@ def _to_result(item_id: str | None, outcome: JobResult) -> Result:
 
 
 def _test_details(test: Any) -> dict[str, Any]:
-    d = dataclasses.asdict(test) if dataclasses.is_dataclass(test) else dict(test)
+    d = dataclasses.asdict(test) if dataclasses.is_dataclass(test) and not isinstance(test, type) else dict(test)
     d["verdict"] = str(getattr(test.verdict, "value", test.verdict))
     for key in ("stdout", "stderr"):  # keep results small: the head of each stream is enough to debug
         if isinstance(d.get(key), str) and len(d[key]) > 2000:

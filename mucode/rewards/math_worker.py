@@ -61,14 +61,13 @@ def check_answer(gold: str, response: str) -> dict[str, Any]:
     """
     from math_verify import LatexExtractionConfig, parse, verify
 
+    gold_error: str | None = None
     try:
         gold_parsed = parse(
             "\\boxed{" + gold + "}", [LatexExtractionConfig()], parsing_timeout=None, raise_on_error=True
         )
     except Exception as exc:  # noqa: BLE001 - any parser failure on the gold is the data set's problem
         gold_parsed, gold_error = [], f"{type(exc).__name__}: {exc}"
-    else:
-        gold_error = None
     if not gold_parsed:
         return {
             "status": "verifier_error",

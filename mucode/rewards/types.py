@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,6 +98,6 @@ class RewardProgram(Protocol):
     - ``needs``: a set drawn from ``{"sandbox", "math"}``; the service starts only what is needed.
     """
 
-    name: ClassVar[str] | str
+    name: str
 
     async def score(self, item: Item, ctx: RewardContext) -> Result: ...

@@ -161,8 +161,9 @@ class Verifier:
             out["sandbox"] = sandbox
             out["ok"] = out["ok"] and bool(sandbox.get("ok"))
             for key, gauge in (("pool_size", self.metrics.pool_size), ("idle", self.metrics.pool_idle)):
-                if isinstance(sandbox.get(key), int | float):
-                    gauge.set(sandbox[key])
+                value = sandbox.get(key)
+                if isinstance(value, int | float):
+                    gauge.set(value)
         elif self.needs_sandbox:
             out["ok"] = False
         if self.ctx.math is not None:

@@ -10,26 +10,26 @@ from mucode.rewards.types import Item, Result
 
 __all__ = ["ErrorResponse", "RunCodeRequest", "RunCodeResponse", "RunResult", "VerifyRequest", "VerifyResponse"]
 
-_CODE_ITEM = {
+_CODE_ITEM: dict[str, Any] = {
     "id": "p1-s0",
     "program": "code",
     "response": "Here is my solution:\n```python\nprint(sum(map(int, input().split())))\n```",
     "spec": {"tests": {"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]}, "time_limit_s": 2},
 }
-_CALL_ITEM = {
+_CALL_ITEM: dict[str, Any] = {
     "id": "p2-s0",
     "program": "code",
     "response": "```python\nclass Solution:\n    def add(self, a, b):\n        return a + b\n```",
     "spec": {"tests": {"format": "call", "fn_name": "add", "inputs": ["1\n2"], "outputs": ["3"]},
              "checker": "exact"},
 }
-_ASSERT_ITEM = {
+_ASSERT_ITEM: dict[str, Any] = {
     "id": "p3-s0",
     "program": "code",
     "response": "```python\ndef inc(x):\n    return x + 1\n```",
     "spec": {"tests": {"format": "assert", "assert_code": "assert inc(1) == 2", "entry_point": "inc"}},
 }
-_MATH_ITEM = {"id": "m1-s0", "program": "math", "response": "So the answer is $\\boxed{\\frac12}$.",
+_MATH_ITEM: dict[str, Any] = {"id": "m1-s0", "program": "math", "response": "So the answer is $\\boxed{\\frac12}$.",
               "spec": {"answer": "0.5"}}
 
 
@@ -77,9 +77,9 @@ class RunCodeRequest(BaseModel):
     code: str
     language: str = "python"
     stdin: str | None = None
-    compile_timeout: float = Field(10.0, ge=0)
-    run_timeout: float = Field(10.0, gt=0)
-    memory_limit_MB: int = Field(-1, description="-1: the default (1024 MB).")
+    compile_timeout: float = Field(default=10.0, ge=0)
+    run_timeout: float = Field(default=10.0, gt=0)
+    memory_limit_MB: int = Field(default=-1, description="-1: the default (1024 MB).")
     files: dict[str, str | None] = Field(default_factory=dict, description="Not supported: must be empty.")
     fetch_files: list[str] = Field(default_factory=list, description="Not supported: must be empty.")
 

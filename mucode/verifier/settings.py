@@ -22,7 +22,7 @@ class VerifierSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     """Address to bind. Loopback by default: set 0.0.0.0 only behind a firewall or with a token."""
-    port: int = Field(8000, ge=0, le=65535)
+    port: int = Field(default=8000, ge=0, le=65535)
     """TCP port (0: any free port)."""
     backend: Literal["docker", "local"] = "docker"
     """Sandbox backend for code (``mucode.sandbox.make_backend``)."""
@@ -35,23 +35,23 @@ class VerifierSettings(BaseSettings):
     run_code: bool = True
     """Serve the SandboxFusion-compatible /run_code endpoint (needs the sandbox backend)."""
 
-    max_request_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    max_request_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest accepted request body; larger is a 413."""
-    max_items_per_request: int = Field(4096, gt=0)
+    max_items_per_request: int = Field(default=4096, gt=0)
     """Most items in one /v1/verify request; more is a 413 (the client splits batches for you)."""
-    max_concurrent_items: int = Field(64, gt=0)
+    max_concurrent_items: int = Field(default=64, gt=0)
     """Items scored at once over all requests; the rest wait in a queue (see verifier_queue_depth)."""
-    item_timeout_s: float = Field(600.0, gt=0)
+    item_timeout_s: float = Field(default=600.0, gt=0)
     """Outer limit on one item's scoring, queueing excluded; past it the item is a verifier_error."""
 
     math_workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), gt=0)
     """math-verify worker processes."""
-    math_timeout_s: float = Field(10.0, gt=0)
+    math_timeout_s: float = Field(default=10.0, gt=0)
     """Per-item math-verify limit (then ``time_limit``); a worker that overruns it by 2 s is killed."""
-    math_memory_limit_mb: int = Field(2048, ge=0)
+    math_memory_limit_mb: int = Field(default=2048, ge=0)
     """Address-space limit of each math worker (0: none)."""
 
-    run_code_max_timeout_s: float = Field(60.0, gt=0)
+    run_code_max_timeout_s: float = Field(default=60.0, gt=0)
     """Largest run_timeout accepted by /run_code."""
     plugin_options: dict[str, Any] = Field(default_factory=dict)
     """Free-form options handed to plug-in reward programs (``RewardContext.options``)."""

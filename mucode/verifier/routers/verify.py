@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, HTTPException, status
 
 from mucode.verifier.deps import Authorized, VerifierDep
@@ -9,7 +11,7 @@ from mucode.verifier.schemas import ErrorResponse, VerifyRequest, VerifyResponse
 
 router = APIRouter(tags=["verify"])
 
-_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422)}
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422)}
 
 
 @router.post("/v1/verify", response_model=VerifyResponse, dependencies=[Authorized], responses=_ERRORS)
