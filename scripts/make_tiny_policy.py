@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from mucode.data import render_prompt
 from mucode.data.toy import ToyProblem, toy_problems
@@ -62,8 +62,10 @@ def build_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerFa
     )
 
 
-def build_model(tokenizer: PreTrainedTokenizerFast, hidden: int, layers: int) -> Qwen2ForCausalLM:
-    config = Qwen2Config(
+def build_model(tokenizer: PreTrainedTokenizerFast, hidden: int, layers: int) -> LlamaForCausalLM:
+    # Llama, not Qwen2: transformers 5 loads a qwen2 checkpoint's tokenizer as Qwen2Tokenizer, whose
+    # fixed pre-tokenizer would silently replace ours; for llama it honours tokenizer.json.
+    config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
         intermediate_size=3 * hidden,
@@ -76,7 +78,7 @@ def build_model(tokenizer: PreTrainedTokenizerFast, hidden: int, layers: int) ->
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
     )
-    model = Qwen2ForCausalLM(config)
+    model = LlamaForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
@@ -131,8 +133,6 @@ def evaluate(out: Path, samples: int, split: str) -> dict[str, float]:
     from mucode.rollout import make_engine
 
     engine = make_engine("hf", str(out), temperature=1.0, max_new_tokens=64, seed=1, batch_size=256, device="cpu")
-    from transformers import AutoTokenizer
-
     tokenizer = AutoTokenizer.from_pretrained(out)
     figures = {}
     for task in ("math", "code"):
@@ -148,18 +148,20 @@ def evaluate(out: Path, samples: int, split: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "mucode/assets/tiny")
-    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--p-correct", type=float, default=0.3)
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     parser.add_argument("--eval", action="store_true", help="measure the reward of the result (quick check)")
     parser.add_argument("--eval-only", action="store_true")
     parser.add_argument("--eval-samples", type=int, default=4)
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     if not args.eval_only:
         torch.manual_seed(args.seed)
         rng = random.Random(args.seed)
@@ -171,7 +173,7 @@ def main() -> None:
                    for p in everything]
         tokenizer = build_tokenizer(corpus, args.vocab)
         model = build_model(tokenizer, args.hidden, args.layers)
-        print(f"vocab {len(tokenizer)}, parameters {sum(p.numel() for p in model.parameters()):,}")
+        print(f"vocab {len(tokenizer)}, parameters {sum(p.numel() for p in model.parameters()):,}", flush=True)
         encoded = [(p, render_prompt(tokenizer, p.record)) for p in train]
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
         schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, args.lr, total_steps=args.steps, pct_start=0.05)
@@ -185,12 +187,16 @@ def main() -> None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             schedule.step()
-            if step % 100 == 0 or step == args.steps:
+            if step % 25 == 0 or step == args.steps:
                 print(f"step {step}/{args.steps} loss {loss.item():.3f} ({time.time() - start:.0f} s)", flush=True)
         args.out.mkdir(parents=True, exist_ok=True)
         model.eval()
         model.save_pretrained(args.out)
         tokenizer.save_pretrained(args.out)
+        reloaded = AutoTokenizer.from_pretrained(args.out)
+        for problem, prompt in encoded[:: max(1, len(encoded) // 50)]:
+            if render_prompt(reloaded, problem.record) != prompt:
+                raise RuntimeError(f"{args.out}: the saved tokenizer does not reload identically")
         recipe = {k: v for k, v in vars(args).items() if k not in ("out", "eval", "eval_only")}
         (args.out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
         print(f"saved to {args.out}")
