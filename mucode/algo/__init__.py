@@ -46,6 +46,8 @@ and gradient (and metrics):
 
        loss, m = objective(lp[idx], b[idx], adv[idx], mask[idx], params, denominator=D,
                            prepared={k: v[idx] for k, v in state.items()})
+
+   (a micro-batch may also drop trailing padding columns; prepared tensors are trimmed to match)
        loss.backward()          # do NOT divide by the number of micro-batches: D already does
        parts.append(m)
 
@@ -63,7 +65,10 @@ Other pieces
   :class:`M2POMode`; params accept their string values too.
 
 Known limits: advantages are per response (token-level advantages are rejected); log ρ is clamped
-to ±20 before ``exp`` (exact inside, zero gradient outside; the veto reads the unclamped value).
+to ±20 before ``exp`` (exact inside, zero gradient outside; the veto reads the unclamped value);
+padding positions may hold any *finite* log-probs (they are multiplied by 0, so NaN would spread).
+The engine-vs-trainer log-prob caveat of SPEC §1 (top-p = 1, top-k off, same temperature) is the
+caller's to check: this package never sees sampling settings.
 """
 
 from mucode.algo.advantages import group_advantages

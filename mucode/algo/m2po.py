@@ -134,7 +134,7 @@ def _m2po_loss(
     if p.mode is M2POMode.GREEDY_MASK:
         if KEEP_KEY not in state:
             raise ValueError(f"prepared must hold {KEEP_KEY!r} (from M2PO.prepare with mode greedy_mask)")
-        keep = state[KEEP_KEY].to(torch.bool) & x.mask
+        keep = state[KEEP_KEY][:, : x.mask.shape[1]].to(torch.bool) & x.mask  # trimmed padding
         loss = -dot(x.rho, keep.to(x.rho.dtype) * row_weight)
     else:
         if BOUNDS_KEY not in state:
