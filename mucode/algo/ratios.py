@@ -19,13 +19,17 @@ DEFAULT_MAX_ABS_LOG_RATIO = 20.0
 
 
 def log_ratio(logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor) -> torch.Tensor:
-    """[B, T] log ρ = log π_θ − b (differentiable through ``logprobs``; ``behaviour_logprobs`` is data)."""
+    """[B, T] log ρ = log π_θ − b (differentiable through ``logprobs``; ``behaviour_logprobs`` is data).
+
+    Computed in at least float32 (bf16/fp16 log-probs are upcast): the losses sum ~10⁶ terms.
+    """
     if logprobs.shape != behaviour_logprobs.shape:
         raise ValueError(
             f"logprobs {tuple(logprobs.shape)} and behaviour_logprobs {tuple(behaviour_logprobs.shape)} "
             "must have the same [B, T] shape"
         )
-    return logprobs - behaviour_logprobs.detach().to(logprobs.dtype)
+    dtype = torch.promote_types(logprobs.dtype, torch.float32)
+    return logprobs.to(dtype) - behaviour_logprobs.detach().to(dtype)
 
 
 def ratio(log_rho: torch.Tensor, max_abs_log_ratio: float | None = DEFAULT_MAX_ABS_LOG_RATIO) -> torch.Tensor:

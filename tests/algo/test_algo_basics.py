@@ -158,3 +158,12 @@ def test_ratio_guard_clamps_only_outside_twenty() -> None:
     assert lr.grad is not None
     assert lr.grad[0] == 0 and lr.grad[-1] == 0
     torch.testing.assert_close(lr.grad[1:4], rho.detach()[1:4])
+
+
+def test_half_precision_logprobs_are_computed_in_float32() -> None:
+    lp = torch.randn(3, 5).to(torch.bfloat16).requires_grad_()
+    b = torch.randn(3, 5).to(torch.bfloat16)
+    loss, _ = get_objective("mu_grpo")(lp, b, torch.tensor([1.0, -1.0, 0.5]), torch.ones(3, 5))
+    assert loss.dtype == torch.float32
+    loss.backward()
+    assert lp.grad is not None and lp.grad.dtype == torch.bfloat16
