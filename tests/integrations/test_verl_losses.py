@@ -214,3 +214,47 @@ def test_documented_overrides_compose_against_the_installed_verl_config() -> Non
     params = mu_grpo_params(actor, actor.loss_agg_mode, 4096)
     assert (params.ratio_upper, params.aggregation.value) == (5.0, "seq-mean-token-mean")
     assert actor.rollout_n == 8 and not cfg.algorithm.rollout_correction.bypass_mode
+
+
+def test_verl_worker_ppo_loss_runs_mu_grpo_end_to_end() -> None:
+    """verl's own worker loss (ppo_loss: unpadding, global batch info, metric wrapping) with loss_mode=mu_grpo."""
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.losses import ppo_loss
+
+    old, new, adv, token_adv, mask = _batch()
+    old, new, token_adv = old.float(), new.float(), token_adv.float()
+    B, R = mask.shape
+    P = 3
+    attention = torch.cat([torch.ones(B, P, dtype=torch.long), mask.long()], dim=1)
+    # the model's flat (no-padding) output: response token t of row i sits at offset P − 1 + t
+    flat = torch.cat(
+        [torch.cat([torch.zeros(P - 1), new[i, : int(mask[i].sum())], torch.zeros(1)]) for i in range(B)]
+    )
+    flat.requires_grad_()
+    data = TensorDict(
+        {
+            "prompts": torch.ones(B, P, dtype=torch.long),
+            "responses": torch.ones(B, R, dtype=torch.long),
+            "attention_mask": attention,
+            "response_mask": mask.long(),
+            "old_log_probs": old,
+            "advantages": token_adv,
+        },
+        batch_size=[B],
+    )
+    tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=B)
+    config = _actor_config(loss_agg_mode="seq-mean-token-mean", policy_loss={"loss_mode": "mu_grpo"})
+    loss, metrics = ppo_loss(config, {"log_probs": flat}, data)
+    loss.backward()
+
+    lp = new.clone().requires_grad_()
+    expected, _ = get_objective("mu_grpo")(lp, old, adv.float(), mask, MuGRPOParams(), denominator=float(B))
+    expected.backward()
+    torch.testing.assert_close(loss.detach(), expected.detach(), rtol=1e-6, atol=1e-7)
+    assert flat.grad is not None and lp.grad is not None
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), (attention.sum(dim=1)).cumsum(0)[:-1]])
+    for i in range(B):
+        n = int(mask[i].sum())
+        torch.testing.assert_close(flat.grad[offsets[i] + P - 1 : offsets[i] + P - 1 + n], lp.grad[i, :n])
+    assert "actor/stale/veto_seq_frac" in metrics and "actor/pg_loss" in metrics
