@@ -112,28 +112,38 @@ def test_pathological_item_times_out_while_the_rest_is_scored(pool_loop) -> None
 
 
 def test_stuck_worker_is_killed_and_replaced(pool_loop) -> None:
-    # A worker that no signal can interrupt (here: stopped) is killed by the outer wall-clock limit.
+    # A worker that no signal can interrupt (here: stopped) is killed by the outer wall-clock limit;
+    # the items queued behind its stuck item go to the other worker.
     pool, loop = pool_loop
 
     async def run():
-        worker = await pool._idle.get()
-        os.kill(worker.process.pid, signal.SIGSTOP)
-        pool._idle.put_nowait(worker)
+        victim = pool._workers[0]
+        os.kill(victim.process.pid, signal.SIGSTOP)
         kills = pool.kills
-        # Both workers get an item, so the stopped one is certainly used.
-        outs = await asyncio.gather(pool.check("1", "\\boxed{1}", 0.5), pool.check("1", "\\boxed{1}", 0.5))
+        outs = await asyncio.gather(*(pool.check("1", "\\boxed{1}", 0.5) for _ in range(6)))
         return kills, outs
 
     kills_before, outs = loop.run_until_complete(run())
-    assert sorted(o.status for o in outs) == ["correct", "time_limit"]
+    assert sorted(o.status for o in outs) == ["correct"] * 5 + ["time_limit"]
     assert pool.kills == kills_before + 1
 
     async def recovered():
         deadline = time.monotonic() + 60
-        while pool.idle < pool.size and time.monotonic() < deadline:
+        while pool.alive < pool.size and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         return await asyncio.gather(*(pool.check("4", "\\boxed{4}") for _ in range(4)))
 
     outs = loop.run_until_complete(recovered())
-    assert pool.alive == pool.size
+    assert pool.alive == pool.size and pool.idle == pool.size
     assert all(o.status == "correct" for o in outs)
+
+
+def test_a_caller_that_gives_up_does_not_break_the_pool(pool_loop) -> None:
+    pool, loop = pool_loop
+
+    async def run():
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(pool.check("1", "\\boxed{9^{9^{9^{9^{9}}}}}"), 0.2)
+        return await asyncio.gather(*(pool.check("3", "\\boxed{3}") for _ in range(4)))
+
+    assert [o.status for o in loop.run_until_complete(run())] == ["correct"] * 4
