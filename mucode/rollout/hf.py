@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from mucode.rollout.logprobs import token_logprobs
+from mucode.rollout.logprobs import accepts_logits_to_keep, token_logprobs
 from mucode.rollout.types import Sample
 
 logger = logging.getLogger(__name__)
@@ -106,6 +106,7 @@ class HFEngine:
             raise ValueError("no stop token: the tokenizer has no eos_token; pass stop_token_ids=[...]")
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = int(pad if pad is not None else self.stop_token_ids[0])
+        self._keeps_last_logits = accepts_logits_to_keep(model)  # prefill: no [B, P, V] logits
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
 
@@ -159,7 +160,8 @@ class HFEngine:
         ids, attention, positions = ids.to(self.device), attention.to(self.device), positions.to(self.device)
         stop = torch.as_tensor(self.stop_token_ids, device=self.device)
 
-        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True)
+        prefill: dict[str, Any] = {"logits_to_keep": 1} if self._keeps_last_logits else {}
+        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, **prefill)
         cache, logits = out.past_key_values, out.logits[:, -1, :]
         next_position = positions[:, -1] + 1
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)

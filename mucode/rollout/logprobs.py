@@ -54,11 +54,16 @@ class ResponseLogprobs:
     """``[B, R]`` float32 when requested."""
 
 
-def _accepts_logits_to_keep(model: Any) -> bool:
-    try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return False
+def accepts_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward can return the logits of the last positions only (looks
+    through one wrapper's ``.module``, e.g. FSDP1/DDP, whose forward takes ``**kwargs``)."""
+    for candidate in (model, getattr(model, "module", None)):
+        try:
+            if candidate is not None and "logits_to_keep" in inspect.signature(candidate.forward).parameters:
+                return True
+        except (TypeError, ValueError):
+            continue
+    return False
 
 
 def response_logprobs(
@@ -94,7 +99,7 @@ def response_logprobs(
     ids, attention, positions = ids.to(device), attention.to(device), positions.to(device)
     kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attention, "position_ids": positions,
                               "use_cache": False}
-    if _accepts_logits_to_keep(model):
+    if accepts_logits_to_keep(model):
         kwargs["logits_to_keep"] = width_r + 1
     logits = model(**kwargs).logits
     # the logit at position P-1+t predicts response token t
