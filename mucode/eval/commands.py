@@ -72,10 +72,12 @@ def _verifier(urls: list[str] | None, backend: str, token: str | None) -> Any:
     return VerifierOptions(urls=list(urls or []), backend=backend, token=token)
 
 
-def _engine_source(engine: str, model: str, **settings: Any) -> Any:
+def _engine_source(engine: str, model: str | None, **settings: Any) -> Any:
     from mucode.eval.core import EngineSource
     from mucode.rollout import make_engine
 
+    if model is None:
+        raise typer.BadParameter("give --model (to generate) or --samples FILE (to score existing responses)")
     path = model
     if model == "tiny":
         from mucode.assets import tiny_policy_path
@@ -165,7 +167,7 @@ def livecodebench(
             model,
             temperature=temperature,
             top_p=top_p,
-            max_new_tokens=max_tokens,  # type: ignore[arg-type]
+            max_new_tokens=max_tokens,
             seed=seed,
             batch_size=batch_size,
             device=device,
@@ -247,7 +249,7 @@ def math(
             model,
             temperature=temperature,
             top_p=top_p,
-            max_new_tokens=max_tokens,  # type: ignore[arg-type]
+            max_new_tokens=max_tokens,
             seed=seed,
             batch_size=batch_size,
             device=device,
@@ -330,7 +332,7 @@ def evalplus(
             model,
             temperature=temperature,
             top_p=top_p,
-            max_new_tokens=max_tokens,  # type: ignore[arg-type]
+            max_new_tokens=max_tokens,
             seed=seed,
             batch_size=batch_size,
             device=device,

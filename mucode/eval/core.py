@@ -44,8 +44,15 @@ class EvalProblem:
 class BenchmarkTask(Protocol):
     """What `run_task` needs to know about a benchmark."""
 
-    name: str
-    problems: Sequence[EvalProblem]
+    @property
+    def name(self) -> str:
+        """Its key in the report and its directory in the run cache."""
+        ...
+
+    @property
+    def problems(self) -> Sequence[EvalProblem]:
+        """Problems in report order, with prompts and breakdown labels."""
+        ...
 
     def fingerprint(self) -> dict[str, Any]:
         """Settings that change the prompts (kept in the run manifest)."""

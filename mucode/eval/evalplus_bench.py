@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mucode.eval.core import (
     EngineSource,
@@ -81,19 +81,19 @@ def _dataset(name: str) -> tuple[str, str]:
 def _evalplus_module(dataset: str, override_path: str | Path | None) -> Any:
     """evalplus's data module for `dataset`, reading `override_path` when given.
 
-    evalplus reads its override variable once, when the module is imported; the module is reloaded
-    when it was imported with another value (documented in `_compat` terms: drop the reload if
-    evalplus starts reading the variable per call).
+    evalplus 0.3.1 reads its override variable once, when the module is imported: the variable is
+    set in this process's environment and the module reloaded when it was imported with another
+    value. Drop the reload once evalplus reads the variable per call.
     """
     module_name, variable = _dataset(dataset)
-    wanted = str(Path(override_path).resolve()) if override_path is not None else os.environ.get(variable)
     if override_path is not None:
-        if not Path(wanted).is_file():  # type: ignore[arg-type]
+        resolved = Path(override_path).resolve()
+        if not resolved.is_file():
             raise FileNotFoundError(f"{override_path}: no such evalplus data file")
-        os.environ[variable] = wanted  # type: ignore[assignment]
+        os.environ[variable] = str(resolved)
+    wanted = os.environ.get(variable)
     module = importlib.import_module(module_name)
-    constant = "HUMANEVAL_OVERRIDE_PATH" if dataset == "humaneval" else "MBPP_OVERRIDE_PATH"
-    if getattr(module, constant) != wanted:
+    if getattr(module, variable) != wanted:  # the module constant has the variable's name
         module = importlib.reload(module)
     return module
 
@@ -229,7 +229,7 @@ def read_evalplus_samples(path: str | Path) -> tuple[dict[str, list[str]], Sampl
         raise ValueError(
             f"{path}: mixes sample kinds {sorted(kinds)}; use one of response, solution, completion"
         )
-    return samples, kinds.pop()  # type: ignore[return-value]
+    return samples, cast(SampleKind, kinds.pop())
 
 
 def evaluate_evalplus(

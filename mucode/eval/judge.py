@@ -118,8 +118,9 @@ async def _verify_all(
             for start in range(0, len(pending), settings.chunk_size):
                 chunk = pending[start : start + settings.chunk_size]
                 items = [
-                    {**part.item, "id": f"{part.problem_id}#{part.index}#{part.part}"} for part, _ in chunk
-                ]  # type: ignore[dict-item]
+                    {**(part.item or {}), "id": f"{part.problem_id}#{part.index}#{part.part}"}
+                    for part, _ in chunk
+                ]
                 try:
                     results = await client.verify(items)
                 except VerifierRequestError:

@@ -191,7 +191,7 @@ def load_livecodebench(
     seen: set[str] = set()
     for path in _file_paths(release_files(release), source, revision):
         for row in iter_records(path):
-            moment = _as_datetime(str(row["contest_date"]))
+            moment = datetime.fromisoformat(str(row["contest_date"])).replace(tzinfo=None)
             if (start is not None and moment < start) or (end is not None and moment > end):
                 continue  # before decoding the (large) private tests
             if str(row["question_id"]) in seen:

@@ -160,3 +160,19 @@ def test_unknown_sample_ids_are_rejected(math_data: Path, math_verifier: Verifie
         evaluate_math(
             None, ["aime24"], data_dir=math_data, samples={"aime24": {"nope": ["1"]}}, verifier=math_verifier
         )
+
+
+def test_a_hub_shaped_file_in_the_data_dir_is_read_with_the_hub_field_names(tmp_path: Path) -> None:
+    """AMC24 has no offline copy here: a file saved from its Hub set (rawsh/2024_AMC12) loads by name."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"problem": "What is $1+1$?", "answer": "2"}, {"problem": "What is $2 \\cdot 3$?", "answer": "6"}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "amc24.parquet")
+    problems = load_math_problems("amc24", data_dir=tmp_path)
+    assert [(p.id, p.problem, p.answer) for p in problems] == [
+        ("0", rows[0]["problem"], "2"),
+        ("1", rows[1]["problem"], "6"),
+    ]
+    with pytest.raises(ValueError, match="unknown math benchmark"):
+        load_math_problems("gsm8k", data_dir=tmp_path)
