@@ -9,7 +9,10 @@ stderr, the JSON report to `--output`, the table also to `--markdown`.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -98,6 +101,18 @@ def _close(source: Any) -> None:
         close()
 
 
+@contextlib.contextmanager
+def _warnings_to_stderr() -> Iterator[None]:
+    """Library warnings (skipped benchmarks, problems without samples) as one plain line each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for warning in caught:
+                _say(f"warning: {warning.message}")
+
+
 def _finish(report: dict[str, Any], output: Path | None, markdown: Path | None, title: str) -> None:
     from mucode.eval.report import format_table, write_report
 
@@ -174,22 +189,23 @@ def livecodebench(
             tensor_parallel_size=tensor_parallel_size,
         )
         label = f"{model}"
-    try:
-        report = evaluate_livecodebench(
-            source,
-            release=release,
-            start_date=start_date,
-            end_date=end_date,
-            data_dir=data_dir,
-            samples_per_problem=samples_per_problem or 4,
-            prompt_style=prompt_style,
-            limit=limit,
-            verifier=_verifier(verifier_url, backend, token),
-            run_dir=_run_dir(run_dir, no_cache, label),
-            progress=_say,
-        )
-    finally:
-        _close(source)
+    with _warnings_to_stderr():
+        try:
+            report = evaluate_livecodebench(
+                source,
+                release=release,
+                start_date=start_date,
+                end_date=end_date,
+                data_dir=data_dir,
+                samples_per_problem=samples_per_problem or 4,
+                prompt_style=prompt_style,
+                limit=limit,
+                verifier=_verifier(verifier_url, backend, token),
+                run_dir=_run_dir(run_dir, no_cache, label),
+                progress=_say,
+            )
+        finally:
+            _close(source)
     _finish(report, output, markdown, f"LiveCodeBench {release}")
 
 
@@ -256,23 +272,22 @@ def math(
             tensor_parallel_size=tensor_parallel_size,
         )
         label = f"{model}"
-    try:
-        report = evaluate_math(
-            source,
-            names,
-            data_dir=data_dir,
-            samples_per_problem=samples_per_problem,
-            samples=file_samples,
-            instruction=MATH_INSTRUCTION if instruction is None else instruction,
-            limit=limit,
-            verifier=_verifier(verifier_url, backend, token),
-            run_dir=_run_dir(run_dir, no_cache, label),
-            progress=_say,
-        )
-    finally:
-        _close(source)
-    for name, reason in report.get("skipped", {}).items():
-        _say(f"skipped {name}: {reason}")
+    with _warnings_to_stderr():
+        try:
+            report = evaluate_math(
+                source,
+                names,
+                data_dir=data_dir,
+                samples_per_problem=samples_per_problem,
+                samples=file_samples,
+                instruction=MATH_INSTRUCTION if instruction is None else instruction,
+                limit=limit,
+                verifier=_verifier(verifier_url, backend, token),
+                run_dir=_run_dir(run_dir, no_cache, label),
+                progress=_say,
+            )
+        finally:
+            _close(source)
     _finish(report, output, markdown, "Math pass@k")
 
 
@@ -339,21 +354,22 @@ def evalplus(
             tensor_parallel_size=tensor_parallel_size,
         )
         label = f"{model}"
-    try:
-        report = evaluate_evalplus(
-            source,
-            names,
-            override_paths=overrides,
-            samples_per_problem=samples_per_problem or 1,
-            prompt_style=prompt_style,
-            samples=file_samples,
-            limit=limit,
-            verifier=_verifier(verifier_url, backend, token),
-            run_dir=_run_dir(run_dir, no_cache, label),
-            progress=_say,
-        )
-    finally:
-        _close(source)
+    with _warnings_to_stderr():
+        try:
+            report = evaluate_evalplus(
+                source,
+                names,
+                override_paths=overrides,
+                samples_per_problem=samples_per_problem or 1,
+                prompt_style=prompt_style,
+                samples=file_samples,
+                limit=limit,
+                verifier=_verifier(verifier_url, backend, token),
+                run_dir=_run_dir(run_dir, no_cache, label),
+                progress=_say,
+            )
+        finally:
+            _close(source)
     _finish(report, output, markdown, "EvalPlus")
 
 

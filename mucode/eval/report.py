@@ -136,6 +136,9 @@ def format_table(report: dict[str, Any], *, ks: Sequence[int] | None = None, tit
     lines: list[list[str]] = []
     for name, entry in rows.items():
         n = entry.get("samples_per_problem", "")
+        if entry.get("partial"):  # an average that lacks some benchmarks
+            have = len(entry.get("benchmarks", []))
+            name = f"{name} ({have} of {have + len(entry.get('missing', []))})"
         lines.append([name, str(entry.get("n_problems", "")), str(n), *(_pct(entry.get(c)) for c in columns)])
         for key, groups in entry.items():
             if not key.startswith("by_") or not isinstance(groups, dict):
