@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
+import select
 import signal
 import socket
 import sys
@@ -101,6 +102,9 @@ def handle_job(conn: socket.socket, slot: Slot, args: argparse.Namespace) -> Non
 def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: argparse.Namespace) -> None:
     """Accept a job, fork a handler for it, wait, clean the slot; forever. Never reads job data."""
     prctl(PR_SET_CHILD_SUBREAPER, 1)
+    for procs in slot.cgroup_procs:  # the slot's own CPU weight, memory and pids limits: everything
+        with open(procs, "w") as f:  # this manager forks (handlers, tests, helpers) inherits them
+            f.write(str(os.getpid()))
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     busy[2 * slot.index] = 1
@@ -168,9 +172,22 @@ def close_shared_dirs() -> list[str]:
     return still
 
 
+def _slot(i: int, args: argparse.Namespace) -> Slot:
+    procs: list[str] = []
+    oom = None
+    if args.cgroup_dir:
+        for ctrl in sorted(os.listdir(args.cgroup_dir)):
+            path = os.path.join(args.cgroup_dir, ctrl, f"slot{i}")
+            if os.path.isfile(os.path.join(path, "cgroup.procs")):
+                procs.append(os.path.join(path, "cgroup.procs"))
+                if os.path.isfile(os.path.join(path, "memory.oom_control")):
+                    oom = os.path.join(path, "memory.oom_control")
+    return Slot(i, args.uid_base + i, os.path.join(args.scratch, str(i)), tuple(procs), oom)
+
+
 def serve(args: argparse.Namespace) -> None:
     writable_shared = close_shared_dirs()
-    slots = [Slot(i, args.uid_base + i, os.path.join(args.scratch, str(i))) for i in range(args.slots)]
+    slots = [_slot(i, args) for i in range(args.slots)]
     for slot in slots:
         if not os.path.isdir(slot.root):
             os.makedirs(slot.root, mode=0o700)
@@ -228,9 +245,15 @@ def serve(args: argparse.Namespace) -> None:
                         busy[2 * index] = 0
                         kill_slot(slots[index], wipe=(slots[index].root,))
                         spawn(slots[index])
+            watched = [ctl, 0] if args.exit_on_stdin_eof else [ctl]
+            ready, _, _ = select.select(watched, [], [], 0.5)
+            if 0 in ready and not os.read(0, 4096):
+                return  # the owner (local backend) is gone: take the whole namespace down with us
+            if ctl not in ready:
+                continue
             try:
                 conn, _ = ctl.accept()
-            except TimeoutError:
+            except (TimeoutError, BlockingIOError):
                 continue
             with conn:
                 conn.settimeout(2.0)
@@ -248,7 +271,10 @@ def serve(args: argparse.Namespace) -> None:
                         "writable_shared_dirs": writable_shared, "version": VERSION, "slots": args.slots,
                         "busy": sum(after[2 * s.index] for s in slots), "manager_restarts": restarts,
                         "leftover_processes": leftovers[:20], "languages": sorted(LANGUAGES),
-                        "uids": [s.uid for s in slots], "pid_namespace": os.readlink("/proc/self/ns/pid"),
+                        "uids": [s.uid for s in slots],
+                        "cgroups": sorted({os.path.basename(os.path.dirname(os.path.dirname(p)))
+                                           for s in slots for p in s.cgroup_procs}),
+                        "pid_namespace": os.readlink("/proc/self/ns/pid"),
                     })
                 except (OSError, ProtocolError, ValueError):
                     pass
@@ -279,6 +305,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--output-limit-bytes", type=int, default=16 << 20)
     p.add_argument("--wall-factor", type=float, default=2.0, help="wall limit = factor * time limit + 0.5 s")
     p.add_argument("--idle-timeout-s", type=float, default=120.0)
+    p.add_argument("--exit-on-stdin-eof", action="store_true",
+                   help="exit when stdin closes (the local backend holds the other end: no orphan jails)")
+    p.add_argument("--cgroup-dir", help="dir of <controller>/slot<i> cgroups (v1): test processes join their slot's")
     args = p.parse_args(argv)
     if args.socket_dir:
         args.socket = os.path.join(args.socket_dir, socket.gethostname() + ".sock")

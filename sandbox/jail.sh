@@ -1,18 +1,20 @@
 #!/bin/sh
 # The local backend's jail: run as root inside fresh namespaces, e.g.
 #   env -i unshare --net --pid --mount --ipc --uts --fork --kill-child \
-#       sh sandbox/jail.sh WORKDIR SLOTS UID_BASE SCRATCH_MB PYTHON [executor args...]
+#       sh sandbox/jail.sh WORKDIR SLOTS UID_BASE SCRATCH_MB PYTHON CGROUP [executor args...]
 # Builds a minimal root on a tmpfs (read-only binds of /usr, /bin, /lib*, the executor dir;
 # /dev with null/zero/random/urandom; a fresh /proc of the new pid namespace; one tmpfs scratch dir
 # per slot owned by the slot's uid), pivots into it, remounts it read-only and execs the executor
 # as pid 1 of the new pid namespace. WORKDIR/run (host side) becomes /run/mucode (the sockets);
-# WORKDIR/root is the mount point of the new root. Nothing of the host's /home, /root, /etc, /tmp,
+# WORKDIR/root is the mount point of the new root. CGROUP ("-" for none) names cgroup-v1 dirs
+# /sys/fs/cgroup/{cpu,memory,pids}/CGROUP/slot<i> made by the backend: they are bound at
+# /cgroup/<controller> and the executor puts each test process into its slot's cgroups. Nothing of the host's /home, /root, /etc, /tmp,
 # /var or /work is visible inside.
 set -eu
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
-W=$1 SLOTS=$2 UIDB=$3 SMB=$4 PY=$5
-shift 5
+W=$1 SLOTS=$2 UIDB=$3 SMB=$4 PY=$5 CG=$6
+shift 6
 HERE=$(cd "$(dirname "$0")" && pwd)
 R=$W/root
 
@@ -41,6 +43,17 @@ mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
 mount --bind "$HERE" "$R/opt/sandbox"
 mount -o remount,bind,ro,nosuid,nodev "$R/opt/sandbox"
 mount --bind "$W/run" "$R/run/mucode"
+CGARGS=""
+if [ "$CG" != "-" ]; then
+    for c in cpu memory pids; do
+        if [ -d "/sys/fs/cgroup/$c/$CG" ]; then
+            mkdir -p "$R/cgroup/$c"
+            mount --bind "/sys/fs/cgroup/$c/$CG" "$R/cgroup/$c"
+            mount -o remount,bind,nosuid,nodev,noexec "$R/cgroup/$c"
+        fi
+    done
+    CGARGS="--cgroup-dir /cgroup"
+fi
 i=0
 while [ "$i" -lt "$SLOTS" ]; do
     u=$((UIDB + i))
@@ -55,4 +68,4 @@ rmdir /.old
 mount -o remount,ro,bind /
 cd /
 exec /usr/bin/env -i PATH=/usr/bin:/bin LANG=C.UTF-8 "$PY" -I -S /opt/sandbox/executor.py \
-    --socket /run/mucode/executor.sock --slots "$SLOTS" --uid-base "$UIDB" --scratch /scratch "$@"
+    --socket /run/mucode/executor.sock --slots "$SLOTS" --uid-base "$UIDB" --scratch /scratch $CGARGS "$@"

@@ -62,6 +62,21 @@ class Slot:
     index: int
     uid: int
     root: str  # scratch dir owned by uid (a tmpfs of its own where the deployment allows)
+    cgroup_procs: tuple[str, ...] = ()  # cgroup.procs files of this slot's own cgroups, if any
+    oom_control: str | None = None  # the slot memory cgroup's memory.oom_control
+
+    def oom_kills(self) -> int:
+        """OOM kills so far in the slot's memory cgroup (0 without one)."""
+        if self.oom_control is None:
+            return 0
+        try:
+            with open(self.oom_control) as f:
+                for line in f:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
 
 
 @dataclass(frozen=True)
@@ -195,9 +210,8 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
         os.closerange(CTL_FD + 1, _MAX_FD)
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
-        with contextlib.suppress(OSError):  # the OOM killer picks programs before the executor
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")  # the OOM killer picks programs before the executor
         _set_limits(lim)
         os.setgroups([])
         os.setgid(slot.uid)
@@ -241,6 +255,7 @@ def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str
     ctl_r, ctl_w = os.pipe()
     run_dir = slot.root  # emptied by the child before each test (all but the job's build dir)
     stdin_data = test_input.encode("utf-8") if job.get("mode") == "stdio" else b""
+    oom_before = slot.oom_kills()
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -307,6 +322,8 @@ def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str
             os.close(fd)
         reap_children(1.0 if killed else 0.0)
     wall = time.monotonic() - start
+    if limit_hit is None and slot.oom_kills() > oom_before:
+        limit_hit = "memory_cgroup"
     return _outcome(job, lim, status, usage, wall, out, err, ctl, limit_hit)
 
 
@@ -371,7 +388,8 @@ def _outcome(job: dict, lim: Limits, status: int, usage: resource.struct_rusage,
     elif sig == signal.SIGXCPU or cpu > lim.time_limit_s or (sig == signal.SIGKILL and cpu >= math.ceil(
             lim.time_limit_s)):
         verdict, limit_hit = "time_limit", "cpu_time"
-    elif "MemoryError" in exc_types or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb):
+    elif ("MemoryError" in exc_types or limit_hit == "memory_cgroup"
+          or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb)):
         verdict, limit_hit = "memory_limit", "memory"
     elif "compile_error" in kinds:
         verdict = "compile_error"

@@ -62,6 +62,7 @@ def run_args(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int,
              memory_mb: int, cpus: float, pids_limit: int, owner: str, executor_args: list[str]) -> list[str]:
     """The ``docker run`` arguments of one sandbox container (also shown in docs/sandbox.md)."""
     args = ["run", "-d", "--name", name, "--label", f"{LABEL}=1", "--label", f"{LABEL}.owner={owner}",
+            "--label", f"{LABEL}.pidns={os.readlink('/proc/self/ns/pid')}",
             "--network", "none", "--read-only", "--ipc", "none",
             "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID",
             "--security-opt", "no-new-privileges",
@@ -82,7 +83,8 @@ def run_args(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int,
 
 class DockerBackend(PooledBackend):
     """Options (managed mode): ``image`` (default mucode-sandbox:latest), ``containers`` (2),
-    ``slots_per_container`` (4), ``uid_base`` (10000), ``scratch_mb`` (64, tmpfs per slot),
+    ``slots_per_container`` (4), ``uid_base`` (10000; container k uses uid_base + k*slots + i),
+    ``scratch_mb`` (64, tmpfs per slot),
     ``memory_mb`` (per container; default 1024 x slots), ``cpus`` (per container, default: all
     cores; 0: no CPU quota),
     ``pids_limit`` (per container, default 64 x slots + 16), ``nproc``/``fsize_mb``/
@@ -117,6 +119,7 @@ class DockerBackend(PooledBackend):
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._host_dir: Path | None = None
         self._containers: dict[str, Path] = {}  # container name -> its socket dir
+        self._index: dict[str, int] = {}  # container name -> its index k (uids uid_base + k*slots + i)
         self._monitor: asyncio.Task | None = None
         self._replacing: set[str] = set()
         self._starting: set[str] = set()
@@ -129,7 +132,9 @@ class DockerBackend(PooledBackend):
 
     @property
     def slot_uids(self) -> list[int]:
-        return [self.uid_base + i for i in range(self.slots)]
+        """Every container gets uids of its own: RLIMIT_NPROC counts per uid across the host, so
+        a fork bomb in one container must not exhaust a slot of another."""
+        return [self.uid_base + i for i in range(self.containers * self.slots)]
 
     @property
     def container_names(self) -> list[str]:
@@ -147,8 +152,9 @@ class DockerBackend(PooledBackend):
                                       "<name>.ctl from sandbox containers sharing that volume)")
             else:
                 await self._check_image()
+                await self._collect_stale()
                 self._host_dir = Path(tempfile.mkdtemp(prefix="mucode-docker-"))
-                await asyncio.gather(*[self._launch() for _ in range(self.containers)])
+                await asyncio.gather(*[self._launch(k) for k in range(self.containers)])
         except BaseException:
             await self.close()
             raise
@@ -165,21 +171,43 @@ class DockerBackend(PooledBackend):
             raise DockerError(f"sandbox image {self.image!r} not available ({exc}); build it with "
                               "`bash scripts/docker_setup.sh`") from None
 
-    async def _launch(self) -> None:
+    async def _collect_stale(self) -> None:
+        """Remove sandbox containers whose owner process (on this host) died without close()."""
+        pidns = os.readlink("/proc/self/ns/pid")  # owners in other pid namespaces are not judged
+        out = await _docker("ps", "-a", "--filter", f"label={LABEL}.pidns={pidns}", "--format",
+                            f'{{{{.Names}}}} {{{{.Label "{LABEL}.owner"}}}}', docker=self.docker)
+        for line in out.splitlines():
+            name, _, owner = line.partition(" ")
+            pid = owner.split("-")[0]
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+                continue  # owner alive (or a pid we cannot judge): leave it
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            logger.warning("removing sandbox container %s: its owner process %s is gone", name, pid)
+            with contextlib.suppress(DockerError):
+                await _docker("rm", "-f", "-v", name, docker=self.docker)
+
+    async def _launch(self, index: int) -> None:
         assert self._host_dir is not None
         name = f"mucode-sbx-{uuid.uuid4().hex[:12]}"
         sock_dir = self._host_dir / name
         sock_dir.mkdir(mode=0o700)
         self._containers[name] = sock_dir
+        self._index[name] = index
         self._starting.add(name)
         try:
-            await self._start_container(name, sock_dir)
+            await self._start_container(name, sock_dir, self.uid_base + index * self.slots)
         finally:
             self._starting.discard(name)
 
-    async def _start_container(self, name: str, sock_dir: Path) -> None:
+    async def _start_container(self, name: str, sock_dir: Path, uid_base: int) -> None:
         await _docker(*run_args(name=name, image=self.image, sock_dir=str(sock_dir), slots=self.slots,
-                                uid_base=self.uid_base, scratch_mb=self.scratch_mb, memory_mb=self.memory_mb,
+                                uid_base=uid_base, scratch_mb=self.scratch_mb, memory_mb=self.memory_mb,
                                 cpus=self.cpus, pids_limit=self.pids_limit, owner=self.owner,
                                 executor_args=self.executor_args), docker=self.docker)
         ep = Endpoint(name=name, socket_path=sock_dir / "executor.sock", slots=self.slots)
@@ -210,6 +238,7 @@ class DockerBackend(PooledBackend):
         if self._pool is not None:
             await self._pool.remove(name)
         sock_dir = self._containers.pop(name, None)
+        self._index.pop(name, None)
         try:
             await _docker("rm", "-f", "-v", name, docker=self.docker, timeout_s=60)
         except DockerError as exc:
@@ -224,9 +253,10 @@ class DockerBackend(PooledBackend):
         self._replacing.add(name)
         try:
             logger.warning("replacing sandbox container %s: %s", name, reason)
-            await self._remove(name)
+            index = self._index[name]
+            await self._remove(name)  # its processes are gone before its uids are reused
             self.replaced += 1
-            await self._launch()
+            await self._launch(index)
         except DockerError as exc:  # the monitor retries: the container count is kept
             logger.warning("could not replace sandbox container %s: %s", name, exc)
         finally:

@@ -7,10 +7,14 @@ read-only, a private /proc, a tmpfs scratch dir per slot owned by that slot's ui
 ``sandbox/jail.sh``. Jobs reach it through a Unix socket in a private temp dir. Every test runs in a
 fresh process under the slot's unprivileged uid with the executor's rlimits (see sandbox/runner.py).
 
+On a cgroup-v1 host (``cgroups=True``) each slot also gets cgroups of its own: one CPU weight (a
+fork bomb competes as one task, not as 64), a memory limit (``slot_memory_mb``, scratch included;
+an OOM kill there is ``memory_limit``) and a pids limit; they are removed by ``close()``.
+
 What it does NOT protect against, compared with ``docker``:
-- No cgroup: memory is bounded per process by RLIMIT_AS and per slot only by RLIMIT_NPROC x
-  RLIMIT_AS; CPU is bounded per process by RLIMIT_CPU and by the wall-clock kill, not by a CPU
-  quota; there is no pids cgroup (RLIMIT_NPROC per slot uid instead). A run can use every core.
+- Without cgroup v1 (e.g. a cgroup-v2-only host) only rlimits apply: memory per process
+  (RLIMIT_AS), per slot only NPROC x AS; CPU per process (RLIMIT_CPU) and the wall-clock kill; a
+  fork bomb's processes each compete for CPU. No CPU quota either way: a run can use every core.
 - No seccomp filter (docker applies its default profile): the whole syscall surface of the host
   kernel is reachable by the program, as an unprivileged uid.
 - The host's /usr, /bin and /lib are visible (read-only): installed software, its versions and
@@ -32,6 +36,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from pathlib import Path
 
 from mucode.sandbox.client import Endpoint, ExecutorError, SlotPool
@@ -39,6 +44,8 @@ from mucode.sandbox.pooled import PooledBackend
 
 logger = logging.getLogger(__name__)
 
+CGROUP_V1 = Path("/sys/fs/cgroup")
+CGROUP_CONTROLLERS = ("cpu", "memory", "pids")
 UNSHARE_FLAGS = ("--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child")
 
 
@@ -47,13 +54,39 @@ def default_executor_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "sandbox"
 
 
+def collect_stale_cgroups(min_age_s: float = 60.0) -> None:
+    """Remove per-slot cgroups (and the temp dir of the same name) that a local backend which died
+    without close() left behind: no task in any of them and older than ``min_age_s`` (so that a
+    backend starting right now is never touched). Its jail exited on its own (stdin lifeline)."""
+    for base in CGROUP_V1.glob("cpu/mucode-local-*"):
+        name = base.name
+        dirs = [CGROUP_V1 / c / name for c in CGROUP_CONTROLLERS]
+        try:
+            if time.time() - base.stat().st_mtime < min_age_s:
+                continue
+            if any(t.read_text().strip() for d in dirs if d.is_dir() for t in d.glob("slot*/tasks")):
+                continue
+        except OSError:
+            continue
+        for d in dirs:
+            for slot in d.glob("slot*"):
+                with contextlib.suppress(OSError):
+                    slot.rmdir()
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        stale = Path(tempfile.gettempdir()) / name
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 class LocalBackend(PooledBackend):
     """One jailed executor with ``slots`` concurrent runs.
 
     Options: ``slots`` (concurrent runs, default 2), ``uid_base`` (slot i runs as uid_base+i,
     default 61000), ``scratch_mb`` (tmpfs per slot), ``python`` (interpreter under /usr used inside
     the jail), ``executor_dir`` (default: the repo's sandbox/), ``nproc``/``fsize_mb``/
-    ``output_limit_bytes``/``wall_factor`` (executor limits), ``start_timeout_s``,
+    ``output_limit_bytes``/``wall_factor`` (executor limits), ``cgroups``/``slot_memory_mb``
+    (per-slot cgroups on cgroup-v1 hosts), ``start_timeout_s``,
     ``health_interval_s`` (restart a dead jail; 0 disables).
     """
 
@@ -62,7 +95,8 @@ class LocalBackend(PooledBackend):
     def __init__(self, *, slots: int = 2, uid_base: int = 61000, scratch_mb: int = 64,
                  python: str = "/usr/bin/python3", executor_dir: str | Path | None = None,
                  nproc: int = 64, fsize_mb: int = 32, output_limit_bytes: int = 16 << 20,
-                 wall_factor: float = 2.0, start_timeout_s: float = 20.0,
+                 wall_factor: float = 2.0, cgroups: bool = True, slot_memory_mb: int = 2048,
+                 start_timeout_s: float = 20.0,
                  health_interval_s: float = 5.0, acquire_timeout_s: float = 600.0) -> None:
         super().__init__(acquire_timeout_s=acquire_timeout_s)
         self.slots = slots
@@ -70,10 +104,14 @@ class LocalBackend(PooledBackend):
         self.scratch_mb = scratch_mb
         self.python = python
         self.executor_dir = Path(executor_dir) if executor_dir else default_executor_dir()
-        self.executor_args = ["--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
+        self.executor_args = ["--exit-on-stdin-eof", "--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
                               "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor)]
         self.start_timeout_s = start_timeout_s
         self.health_interval_s = health_interval_s
+        self.cgroups = cgroups
+        self.slot_memory_mb = slot_memory_mb
+        self.nproc = nproc
+        self._cgroup: str | None = None
         self._workdir: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._monitor: asyncio.Task | None = None
@@ -102,6 +140,7 @@ class LocalBackend(PooledBackend):
         if self._pool is not None:
             return
         self._check_host()
+        collect_stale_cgroups()
         self._pool = SlotPool()
         self._lock = asyncio.Lock()
         await self._launch()
@@ -112,13 +151,16 @@ class LocalBackend(PooledBackend):
         self._workdir = Path(tempfile.mkdtemp(prefix="mucode-local-"))
         (self._workdir / "run").mkdir(mode=0o700)
         (self._workdir / "root").mkdir(mode=0o700)
+        self._cgroup = self._make_cgroups(self._workdir.name) if self.cgroups else None
         cmd = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "unshare", *UNSHARE_FLAGS, "sh",
                str(self.executor_dir / "jail.sh"), str(self._workdir), str(self.slots), str(self.uid_base),
-               str(self.scratch_mb), self.python, *self.executor_args]
+               str(self.scratch_mb), self.python, self._cgroup or "-", *self.executor_args]
         log_path = self._workdir / "jail.log"
         with open(log_path, "wb") as log:
             self._proc = await asyncio.create_subprocess_exec(
-                *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+                *cmd, stdin=asyncio.subprocess.PIPE, stdout=log, stderr=log, start_new_session=True)
+        # The jail's stdin is a lifeline: if this process dies without close(), the executor sees
+        # EOF and exits, which takes its whole namespace down (--exit-on-stdin-eof).
         ep = Endpoint(name=f"local-{self._proc.pid}", socket_path=self._workdir / "run" / "executor.sock",
                       slots=self.slots)
         loop = asyncio.get_running_loop()
@@ -140,6 +182,36 @@ class LocalBackend(PooledBackend):
                 await asyncio.sleep(0.05)
         ep.slots = int(info.get("slots", self.slots))
         await self.pool.add(ep)
+
+    def _make_cgroups(self, name: str) -> str | None:
+        """cgroup-v1 dirs ``<controller>/<name>/slot<i>``: one CPU weight, memory limit
+        (``slot_memory_mb``, scratch tmpfs included) and pids limit (``nproc``) per slot. None when
+        the host has no writable cgroup v1 (the rlimits still apply)."""
+        if not all((CGROUP_V1 / c / "cgroup.procs").is_file() for c in CGROUP_CONTROLLERS):
+            return None
+        try:
+            for c in CGROUP_CONTROLLERS:
+                for i in range(self.slots):
+                    (CGROUP_V1 / c / name / f"slot{i}").mkdir(parents=True)
+                    slot = CGROUP_V1 / c / name / f"slot{i}"
+                    if c == "memory":
+                        (slot / "memory.limit_in_bytes").write_text(str(self.slot_memory_mb << 20))
+                    elif c == "pids":
+                        (slot / "pids.max").write_text(str(self.nproc + 8))  # + manager, handler, helpers
+        except OSError as exc:
+            logger.warning("local sandbox: no per-slot cgroups (%s); rlimits only", exc)
+            self._remove_cgroups(name)
+            return None
+        return name
+
+    def _remove_cgroups(self, name: str) -> None:
+        for c in CGROUP_CONTROLLERS:
+            base = CGROUP_V1 / c / name
+            for i in range(self.slots):
+                with contextlib.suppress(OSError):
+                    (base / f"slot{i}").rmdir()
+            with contextlib.suppress(OSError):
+                base.rmdir()
 
     async def _teardown(self) -> None:
         if self._pool is not None:
@@ -164,6 +236,15 @@ class LocalBackend(PooledBackend):
                 os.kill(proc.pid, signal.SIGKILL)  # --kill-child takes the namespace down with it
         if proc is not None:
             await proc.wait()
+            if proc.stdin is not None:
+                proc.stdin.close()
+        if self._cgroup is not None:  # empty now: every process of the namespace is gone
+            for _ in range(50):
+                self._remove_cgroups(self._cgroup)
+                if not any((CGROUP_V1 / c / self._cgroup).exists() for c in CGROUP_CONTROLLERS):
+                    break
+                await asyncio.sleep(0.05)
+            self._cgroup = None
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -204,6 +285,7 @@ class LocalBackend(PooledBackend):
     async def health(self) -> dict[str, object]:
         out = await super().health()
         out["restarts"] = self.restarts
+        out["cgroups"] = self._cgroup is not None
         return out
 
     async def close(self) -> None:

@@ -18,14 +18,15 @@ def _is_root() -> bool:
 def local_handle() -> Iterator[Handle]:
     if not _is_root():
         pytest.skip("the local sandbox backend needs root (CI runs as root)")
-    h = Handle("local", slots=3, health_interval_s=1.0)
+    # uid ranges of their own: other test suites on this host run sandboxes with the default ones
+    h = Handle("local", slots=3, uid_base=61500, health_interval_s=1.0)
     yield h
     h.close()
 
 
 @pytest.fixture(scope="session")
 def docker_handle() -> Iterator[Handle]:
-    h = Handle("docker", containers=1, slots_per_container=3, health_interval_s=1.0)
+    h = Handle("docker", containers=1, slots_per_container=3, uid_base=10500, health_interval_s=1.0)
     yield h
     h.close()
 

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import GUARD as GUARD_SAFE
 from sandbox_helpers import Handle, slot_processes, stdio_job
 
 from mucode.sandbox import Verdict, make_backend
@@ -45,7 +46,7 @@ def _in_flight_then(h: Handle, breaker) -> object:  # type: ignore[no-untyped-de
 
 @pytest.mark.docker
 def test_docker_dead_container_is_replaced_and_its_job_gets_sandbox_error() -> None:
-    h = Handle("docker", containers=1, slots_per_container=2, health_interval_s=0.5)
+    h = Handle("docker", containers=1, slots_per_container=2, uid_base=10600, health_interval_s=0.5)
     try:
         (name,) = h.backend.container_names  # type: ignore[attr-defined]
         result = _in_flight_then(h, lambda: _docker("kill", name))
@@ -61,7 +62,7 @@ def test_docker_dead_container_is_replaced_and_its_job_gets_sandbox_error() -> N
 def test_docker_tampered_container_is_replaced() -> None:
     """A process of a slot uid that outlives every job (here planted with docker exec) marks the
     container as tampered: the monitor replaces it."""
-    h = Handle("docker", containers=1, slots_per_container=2, health_interval_s=0.5)
+    h = Handle("docker", containers=1, slots_per_container=2, uid_base=10700, health_interval_s=0.5)
     try:
         (name,) = h.backend.container_names  # type: ignore[attr-defined]
         uid = h.slot_uids[1]
@@ -77,7 +78,9 @@ def test_docker_tampered_container_is_replaced() -> None:
 
 @pytest.mark.docker
 def test_docker_close_leaves_nothing_behind() -> None:
-    h = Handle("docker", containers=2, slots_per_container=1, health_interval_s=0)
+    h = Handle("docker", containers=2, slots_per_container=1, uid_base=10800, health_interval_s=0)
+    uids = h.slot_uids
+    assert uids == [10800, 10801]  # one uid range per container (RLIMIT_NPROC counts host-wide)
     owner = h.backend.owner  # type: ignore[attr-defined]
     host_dir = h.backend._host_dir  # type: ignore[attr-defined]
     assert h.judge(BENIGN).verdict is Verdict.correct
@@ -85,7 +88,7 @@ def test_docker_close_leaves_nothing_behind() -> None:
     h.close()
     assert not _docker("ps", "-aq", "--filter", f"label={LABEL}.owner={owner}").strip()
     assert host_dir is not None and not Path(host_dir).exists()
-    assert not slot_processes(list(range(10000, 10002)))
+    assert not slot_processes(uids)
 
 
 @pytest.mark.docker
@@ -95,14 +98,15 @@ def test_docker_attach_mode_uses_executors_started_elsewhere() -> None:
     sock_dir = Path(tempfile.mkdtemp(prefix="mucode-attach-"))
     names = [f"mucode-attach-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
-        for name in names:
+        for k, name in enumerate(names):
+            u = 10900 + 2 * k  # a uid range per executor
             _docker("run", "-d", "--name", name, "--hostname", name, "--network", "none", "--read-only",
                     "--ipc", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID",
                     "--security-opt", "no-new-privileges", "--pids-limit", "200", "--memory", "1g",
-                    "--tmpfs", "/scratch/0:rw,nosuid,nodev,size=32m,uid=10000,gid=10000,mode=0700",
-                    "--tmpfs", "/scratch/1:rw,nosuid,nodev,size=32m,uid=10001,gid=10001,mode=0700",
+                    "--tmpfs", f"/scratch/0:rw,nosuid,nodev,size=32m,uid={u},gid={u},mode=0700",
+                    "--tmpfs", f"/scratch/1:rw,nosuid,nodev,size=32m,uid={u + 1},gid={u + 1},mode=0700",
                     "-v", f"{sock_dir}:/run/mucode", "mucode-sandbox:latest",
-                    "--socket-dir", "/run/mucode", "--slots", "2")
+                    "--socket-dir", "/run/mucode", "--slots", "2", "--uid-base", str(u))
         _wait_until(lambda: all((sock_dir / f"{n}.ctl").exists() for n in names), 30, "the executors' sockets")
         h = Handle("docker", socket_dir=str(sock_dir), health_interval_s=0.5)
         try:
@@ -145,11 +149,36 @@ def test_local_dead_executor_is_restarted_and_its_job_gets_sandbox_error() -> No
     assert not slot_processes([61100])
 
 
+def test_local_slots_have_their_own_cgroups() -> None:
+    """On a cgroup-v1 host each slot has its own memory/pids/CPU cgroup: processes that stay under
+    RLIMIT_AS one by one but together exceed the slot's memory end as memory_limit."""
+    _local_or_skip()
+    if not Path("/sys/fs/cgroup/memory/cgroup.procs").is_file():
+        pytest.skip("no cgroup v1 memory controller on this host")
+    h = Handle("local", slots=1, uid_base=61300, slot_memory_mb=160, health_interval_s=0)
+    try:
+        assert h.health()["cgroups"] is True
+        where = h.judge(stdio_job("print(open('/proc/self/cgroup').read())", [""], [""]))
+        lines = [ln for ln in where.tests[0].stdout.splitlines() if ":memory:" in ln or ":pids:" in ln]
+        assert len(lines) == 2 and all(ln.endswith("/slot0") for ln in lines), where.tests[0].stdout
+        hogs = GUARD_SAFE + (
+            "import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+            "        block = bytearray(80 << 20)\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n"
+            "for pid in kids:\n    os.waitpid(pid, 0)\nprint('survived')\n")
+        r = h.judge(stdio_job(hogs, [""], ["survived"], memory_limit_mb=200, time_limit_s=5))
+        assert r.verdict is Verdict.memory_limit, r.tests[0]
+        assert r.tests[0].limit_hit == "memory"  # no process hit RLIMIT_AS: the slot cgroup did it
+        assert h.judge(BENIGN).verdict is Verdict.correct
+    finally:
+        h.close()
+
+
 def test_local_close_leaves_nothing_behind() -> None:
     _local_or_skip()
     h = Handle("local", slots=2, uid_base=61200, health_interval_s=0)
     workdir = h.backend._workdir  # type: ignore[attr-defined]
     proc = h.backend._proc  # type: ignore[attr-defined]
+    cgroup = h.backend._cgroup  # type: ignore[attr-defined]
     assert h.judge(BENIGN).verdict is Verdict.correct
     h.close()
     assert workdir is not None and not Path(workdir).exists()
@@ -157,6 +186,8 @@ def test_local_close_leaves_nothing_behind() -> None:
     assert not slot_processes([61200, 61201])
     with open("/proc/mounts") as f:
         assert str(workdir) not in f.read()
+    if cgroup is not None:
+        assert not list(Path("/sys/fs/cgroup").glob(f"*/{cgroup}"))
 
 
 def test_unknown_backend_or_option_lists_the_valid_ones() -> None:
@@ -164,3 +195,62 @@ def test_unknown_backend_or_option_lists_the_valid_ones() -> None:
         make_backend("podman")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="slots_per_container"):
         make_backend("docker", pool_size=8)
+
+
+ORPHAN_OWNER = """
+import asyncio, sys, time
+from mucode.sandbox import make_backend
+async def main():
+    b = make_backend(sys.argv[1], health_interval_s=0, **eval(sys.argv[2]))
+    await b.start()
+    print("started", flush=True)
+    await asyncio.sleep(600)
+asyncio.run(main())
+"""
+
+
+def _start_and_kill_owner(kind: str, options: str) -> int:
+    """A process that starts a backend and dies by SIGKILL, without close(); returns its pid."""
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN_OWNER, kind, options], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    finally:
+        proc.kill()
+        proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    return proc.pid
+
+
+def _containers_of(owner_pid: int) -> list[str]:
+    out = _docker("ps", "-a", "--filter", f"label={LABEL}=1", "--format", '{{.Names}} {{.Label "mucode.sandbox.owner"}}')
+    return [ln.split()[0] for ln in out.splitlines() if ln.split()[1:] and ln.split()[1].startswith(f"{owner_pid}-")]
+
+
+def test_local_jail_dies_with_its_owner() -> None:
+    _local_or_skip()
+    _start_and_kill_owner("local", "{'slots': 1, 'uid_base': 61400}")
+    # the executor sees EOF on its stdin lifeline and takes its namespace down
+    _wait_until(lambda: not slot_processes([61400]) and not [
+        p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).count("--uid-base 61400")], 30, "the jail to exit")
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.docker
+def test_docker_containers_of_a_dead_owner_are_collected() -> None:
+    owner = _start_and_kill_owner("docker", "{'containers': 1, 'slots_per_container': 1, 'uid_base': 11000}")
+    assert len(_containers_of(owner)) == 1  # left behind by the killed owner...
+    h = Handle("docker", containers=1, slots_per_container=1, uid_base=11010, health_interval_s=0)
+    try:
+        assert _containers_of(owner) == []  # ...and collected by the next backend that starts
+        assert h.judge(BENIGN).verdict is Verdict.correct
+    finally:
+        h.close()
