@@ -9,7 +9,7 @@ the scalar loss and adds its own metrics.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 import torch
@@ -117,7 +117,7 @@ class Objective(Generic[P]):
                 entropy,
                 params.max_abs_log_ratio,
             )
-            inputs = LossInputs(**{**inputs.__dict__, **counts})
+            inputs = replace(inputs, **counts)
         if prepared is not None:
             self._check_prepared(prepared, inputs.mask.shape[0])
         loss = self.loss_fn(inputs, params, prepared, buf)
