@@ -180,6 +180,9 @@ class TrainConfig(_Section):
     """Show a progress bar per phase (rollout, optimize)."""
     cpu_threads: int | None = None
     """torch intra-op threads on CPU (None: torch's default). 1 is often fastest on a shared machine."""
+    final_rollout_prompts: int = Field(0, ge=0)
+    """After the last stage, sample this many prompts (× samples_per_prompt) with the final policy and
+    report their mean reward (`reward/final_mean`); 0: off (use `mucode eval` on policy/stage-K)."""
 
 
 class VerifierConfig(_Section):

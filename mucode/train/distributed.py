@@ -87,7 +87,10 @@ def wrap_model(model: nn.Module, info: DistInfo) -> nn.Module:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    """The user's module inside a DDP or FSDP wrapper (its parameters may be sharded under FSDP)."""
+    if isinstance(model, nn.parallel.DistributedDataParallel) or _is_fsdp(model):
+        return model.module  # type: ignore[return-value]
+    return model
 
 
 def _is_fsdp(model: nn.Module) -> bool:

@@ -146,21 +146,24 @@ def run_training(
     model, tokenizer = load_policy(base_path, dtype=cfg.model.dtype, device=info.device,
                                    trust_remote_code=cfg.model.trust_remote_code,
                                    gradient_checkpointing=cfg.model.gradient_checkpointing)
-    model = wrap_model(model, info)
-    optimizer, scheduler = make_optimizer(model, cfg.optim)
     checkpoints = Checkpointer(run_dir / "checkpoints", keep=cfg.train.checkpoint_keep)
 
     # ── resume: model, optimizer, RNG and data position from the latest checkpoint ─────────────
     state = TrainerState()
+    latest = checkpoints.latest() if resume else None
+    saved = Checkpointer.load(latest) if latest is not None else None
+    if saved is not None:
+        model.load_state_dict(saved[1])  # full weights, before FSDP shards them
+    model = wrap_model(model, info)
+    optimizer, scheduler = make_optimizer(model, cfg.optim)
     if resume:
-        latest = checkpoints.latest()
-        if latest is not None:
-            state, model_state, optim_state, rng = Checkpointer.load(latest)
-            unwrap(model).load_state_dict(model_state)
+        if saved is not None:
+            state, _, optim_state, rng = saved
             load_optimizer_state(model, optimizer, optim_state)
             scheduler.last_epoch = state.global_update
             restore_rng(rng)
-        if state.stage >= b.num_stages:
+            del saved, optim_state
+        if state.stage >= b.num_stages and not _final_pending(cfg, run_dir):
             raise ResumeError(
                 f"--resume: the run in {run_dir} already finished its {b.num_stages} stages "
                 f"({state.global_update} updates); nothing to do. Raise batch.num_stages to train further."
@@ -257,6 +260,16 @@ def run_training(
                 if metrics_log is not None:
                     metrics_log.log_event("stage", {**record, "update": state.global_update})
                     print(f"stage {k} done: {_stage_line(record)}", flush=True)
+
+            # ── after the last stage: the final policy's own rollouts (train.final_rollout_prompts) ─
+            if info.is_main and _final_pending(cfg, run_dir):
+                final = _generate(cfg, b.num_stages, records, cfg.train.final_rollout_prompts,
+                                  _final_dir(run_dir), model, tokenizer, run_dir, pipeline, show_progress)
+                state.engine_switches += 2
+                if metrics_log is not None:
+                    metrics_log.log_event("final", {**final, "update": state.global_update})
+                print(f"final policy: reward {final['reward/rollout_mean']:.3f} on "
+                      f"{int(final['rollout/responses'])} fresh responses", flush=True)
         finally:
             if pipeline is not None:
                 pipeline.close()
@@ -264,12 +277,25 @@ def run_training(
                 metrics_log.close()
 
     totals = _totals(state, time.perf_counter() - run_start, base_path)
+    if StageStore.is_complete(_final_dir(run_dir)):
+        final_stats = StageStore.open(_final_dir(run_dir)).meta.get("rollout", {})
+        totals["reward/final_mean"] = final_stats.get("reward/rollout_mean")
+        totals["final"] = {k: final_stats.get(k) for k in ("reward/rollout_mean", "verifier/masked", "time/rollout",
+                                                           "time/verify")}
     summary: dict[str, Any] = {}
     if info.is_main:
         text = write_summary(run_dir, state.stage_times, totals)
         print("\n" + text, flush=True)
         summary = {"stages": state.stage_times, "totals": totals}
     return RunResult(run_dir=run_dir, state=state, summary=summary)
+
+
+def _final_dir(run_dir: Path) -> Path:
+    return run_dir / "stages" / "final"
+
+
+def _final_pending(cfg: MucodeConfig, run_dir: Path) -> bool:
+    return cfg.train.final_rollout_prompts > 0 and not StageStore.is_complete(_final_dir(run_dir))
 
 
 def _pad_id(tokenizer: Any) -> int:

@@ -70,7 +70,7 @@ def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[float], title: s
         ax.axvline(b, color="grey", linestyle="--", linewidth=0.8)
     if stage_rewards and keys == ["reward/mean"]:
         xs, ys = zip(*stage_rewards, strict=True)
-        ax.plot(xs, ys, "o", color="black", markersize=4, label="stage rollouts (β_k)")
+        ax.plot(xs, ys, "o", color="black", markersize=4, label="rollouts of β_k (and of the final policy)")
         drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "not logged by this run", ha="center", va="center", transform=ax.transAxes)
@@ -103,6 +103,8 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     stage_rewards = [(starts[i] + 1, float(e["reward/rollout_mean"]))
                      for i, e in enumerate(ev for ev in events if ev.get("event") == "stage")
                      if isinstance(e.get("reward/rollout_mean"), int | float) and i < len(starts)]
+    stage_rewards += [(last + 1, float(e["reward/rollout_mean"])) for e in events
+                      if e.get("event") == "final" and isinstance(e.get("reward/rollout_mean"), int | float)]
     out = run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
     paths = []

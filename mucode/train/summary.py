@@ -12,8 +12,7 @@ STAGE_COLUMNS: list[tuple[str, str, str]] = [
     # (key in a stage record, header, format)
     ("stage", "stage", "{:d}"),
     ("updates", "updates", "{:d}"),
-    ("reward/rollout_mean", "reward (rollouts)", "{:.3f}"),
-    ("reward/last_updates_mean", "reward (last updates)", "{:.3f}"),
+    ("reward/rollout_mean", "reward of β_k rollouts", "{:.3f}"),
     ("verifier/masked", "masked", "{:d}"),
     ("time/rollout", "rollout s", "{:.1f}"),
     ("time/verify", "verify s", "{:.1f}"),
@@ -35,7 +34,11 @@ def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     """A plain-text table (also readable in a log file)."""
     headers = [h for _, h, _ in STAGE_COLUMNS]
     rows = [[_fmt(f, s.get(k)) for k, _, f in STAGE_COLUMNS] for s in stages]
-    total_row = [_fmt(f, totals.get(k)) if k != "stage" else "all" for k, _, f in STAGE_COLUMNS]
+    final = totals.get("final")
+    if isinstance(final, dict):  # the final policy's own rollouts (train.final_rollout_prompts)
+        rows.append(["final", "-", *(_fmt(f, final.get(k)) for k, _, f in STAGE_COLUMNS[2:])])
+    total_row = [_fmt(f, totals.get(k)) if k not in ("stage", "reward/rollout_mean") else ("all" if k == "stage" else "")
+                 for k, _, f in STAGE_COLUMNS]
     widths = [max(len(h), *(len(r[i]) for r in [*rows, total_row])) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
@@ -44,9 +47,12 @@ def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     rule = "  ".join("-" * w for w in widths)
     out = [line(headers), rule, *(line(r) for r in rows), rule, line(total_row)]
     extra = [f"engine switches: {totals.get('engine_switches', 0)}"]
-    first, last = totals.get("reward/first_rollout_mean"), totals.get("reward/last_updates_mean")
-    if first is not None and last is not None:
-        extra.append(f"reward: {first:.3f} (stage 0 rollouts) → {last:.3f} (last updates)")
+    first, final = totals.get("reward/first_rollout_mean"), totals.get("reward/final_mean")
+    if first is not None and final is not None:
+        extra.append(f"reward: {first:.3f} (initial policy, stage 0 rollouts) → {final:.3f} (final policy)")
+    elif first is not None and stages:
+        extra.append(f"reward of the rollouts: {first:.3f} (stage 0) → {stages[-1].get('reward/rollout_mean', 0):.3f} "
+                     f"(stage {stages[-1]['stage']}, before its updates)")
     return "\n".join(out + extra)
 
 
