@@ -82,8 +82,10 @@ def run_args(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int,
 
 
 class DockerBackend(PooledBackend):
-    """Options (managed mode): ``image`` (default mucode-sandbox:latest), ``containers`` (2),
-    ``slots_per_container`` (4), ``uid_base`` (10000; container k uses uid_base + k*slots + i),
+    """Options (managed mode): ``image`` (default mucode-sandbox:latest), ``containers`` (4),
+    ``slots_per_container`` (1: every run has a container, and so CPU, memory and pids cgroups, of
+    its own; more slots per container trade that for density: the slots then share the container's
+    cgroups, so a fork bomb in one slot takes CPU from the others), ``uid_base`` (10000; container k uses uid_base + k*slots + i),
     ``scratch_mb`` (64, tmpfs per slot),
     ``memory_mb`` (per container; default 1024 x slots), ``cpus`` (per container, default: all
     cores; 0: no CPU quota),
@@ -95,7 +97,7 @@ class DockerBackend(PooledBackend):
     name = "docker"
 
     def __init__(self, *, socket_dir: str | Path | None = None, image: str = "mucode-sandbox:latest",
-                 containers: int = 2, slots_per_container: int = 4, uid_base: int = 10000,
+                 containers: int = 4, slots_per_container: int = 1, uid_base: int = 10000,
                  scratch_mb: int = 64, memory_mb: int | None = None, cpus: float | None = None,
                  pids_limit: int | None = None, nproc: int = 64, fsize_mb: int = 32,
                  output_limit_bytes: int = 16 << 20, wall_factor: float = 2.0, docker: str = "docker",
