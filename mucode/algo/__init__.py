@@ -40,7 +40,8 @@ and gradient (and metrics):
    :mod:`mucode.algo.aggregation`). Vetoed responses count in D.
 2. If ``objective.needs_minibatch_pass`` (only ``m2po``): run the policy without grad over the whole
    minibatch to get its current log-probs, then ``state = objective.prepare(logprobs_all, b_all,
-   adv_all, mask_all, params)``; it returns ``dict[str, Tensor]`` whose tensors have leading dim B.
+   adv_all, mask_all, params)``; it returns ``dict[str, Tensor]`` whose tensors have leading dim B
+   (``m2po_keep`` [B, T] bool in greedy mode; ``m2po_ratio_low``/``m2po_ratio_high`` [B] in water-fill).
    Skipping this makes M2PO select within each micro-batch instead (what the authors' code does).
 3. For each micro-batch rows ``idx``::
 

@@ -33,7 +33,8 @@ from mucode.algo.objective import LossInputs, Objective, ObjectiveParams, clampe
 __all__ = ["M2PO", "M2POParams", "m2po_candidates", "m2po_greedy_keep", "m2po_water_level"]
 
 KEEP_KEY = "m2po_keep"
-BOUNDS_KEY = "m2po_ratio_bounds"
+LOW_KEY = "m2po_ratio_low"
+HIGH_KEY = "m2po_ratio_high"
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,11 @@ def _prepare(x: LossInputs, p: M2POParams) -> dict[str, torch.Tensor]:
     tau = m2po_water_level(x.log_rho_detached, x.mask, x.advantages, p.m2_threshold)
     low = min(math.exp(-tau), 1.0 - p.min_clip_low)
     high = max(math.exp(tau), 1.0 + p.min_clip_high)
-    bounds = torch.tensor([low, high], dtype=x.rho.dtype, device=x.rho.device)
-    return {BOUNDS_KEY: bounds.expand(x.mask.shape[0], 2).clone()}
+    rows = x.mask.shape[0]
+    return {
+        LOW_KEY: torch.full((rows,), low, dtype=x.rho.dtype, device=x.rho.device),
+        HIGH_KEY: torch.full((rows,), high, dtype=x.rho.dtype, device=x.rho.device),
+    }
 
 
 def _m2po_loss(
@@ -137,9 +141,11 @@ def _m2po_loss(
         keep = state[KEEP_KEY][:, : x.mask.shape[1]].to(torch.bool) & x.mask  # trimmed padding
         loss = -dot(x.rho, keep.to(x.rho.dtype) * row_weight)
     else:
-        if BOUNDS_KEY not in state:
-            raise ValueError(f"prepared must hold {BOUNDS_KEY!r} (from M2PO.prepare with mode water_fill)")
-        bounds = state[BOUNDS_KEY].to(x.rho.dtype)
+        if LOW_KEY not in state or HIGH_KEY not in state:
+            raise ValueError(
+                f"prepared must hold {LOW_KEY!r} and {HIGH_KEY!r} (from M2PO.prepare with mode water_fill)"
+            )
+        bounds = torch.stack([state[LOW_KEY], state[HIGH_KEY]], dim=1).to(x.rho.dtype)  # [B, 2]
         low = torch.where(a > 0, torch.zeros_like(a), bounds[:, :1])
         high = torch.where(a > 0, bounds[:, 1:], torch.full_like(a, math.inf))
         keep = x.mask
