@@ -9,7 +9,10 @@ Rows (items per second):
   service with the same pool; target: HTTP costs at most 20% of code throughput;
 - math, in-process: math-verify (``check_answer``) in a loop in this process = one core;
 - math, HTTP: MATH500 solutions through ``/v1/verify`` with ``--math-workers`` workers; per core =
-  items/s / workers; target: at least 70% of in-process per core.
+  items per CPU-second of the service's whole process tree (server + workers), compared with items
+  per CPU-second in-process; target: at least 70%. CPU time, unlike wall time, stays meaningful on
+  a shared machine.
+The service runs as a child process (``python -m mucode.verifier``) so its CPU time is its own.
 ``--load-seconds`` adds a fixed-rate load run (mixed code+math) with the server's memory over time.
 Math items are the MATH500 reference solutions (their own \\boxed answer) from ../shared/data/math.
 The machine may be shared: rerun before trusting a small difference.
@@ -50,7 +53,8 @@ def math_items(n: int) -> list[dict]:
              "spec": {"answer": rows[i % len(rows)]["answer"]}} for i in range(n)]
 
 
-async def bench_sandbox_direct(items: list[dict], backend_options: dict) -> float:
+async def bench_sandbox_direct(items: list[dict], backend_options: dict) -> tuple[float, float]:
+    """(items/s, CPU ms per item in this process) for DockerBackend.judge at concurrency = slots."""
     from mucode.sandbox import CodeJob, TestSpec, make_backend
 
     backend = make_backend("docker", **backend_options)
@@ -65,51 +69,89 @@ async def bench_sandbox_direct(items: list[dict], backend_options: dict) -> floa
                 return (await backend.judge(job)).verdict.value
 
         await asyncio.gather(*(one(j) for j in jobs[: slots * 2]))  # warm-up
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         verdicts = await asyncio.gather(*(one(j) for j in jobs))
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         await backend.close()
     assert all(v == "correct" for v in verdicts), set(verdicts)
-    return len(items) / wall
+    return len(items) / wall, 1000 * cpu / len(items)
 
 
-async def bench_http(url: str, items: list[dict], batch: int, concurrency: int) -> tuple[float, dict[str, int]]:
+async def bench_http(url: str, pid: int, items: list[dict], warmup: list[dict], batch: int,
+                     concurrency: int) -> tuple[float, float, dict[str, int]]:
+    """(items/s, CPU ms per item in the service's process tree, statuses) through /v1/verify."""
     from mucode.verifier.client import VerifierClient
+    from mucode.verifier.loadtest import cpu_s
 
     client = VerifierClient(url, batch_size=batch, max_concurrency=concurrency, max_retries=0)
     try:
-        await client.verify(items[: batch * concurrency])  # warm-up
-        t0 = time.perf_counter()
+        await client.verify(warmup)
+        t0, c0 = time.perf_counter(), cpu_s(pid)
         results = await client.verify(items)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, cpu_s(pid) - c0
     finally:
         await client.aclose()
     counts: dict[str, int] = {}
     for r in results:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    return len(items) / wall, counts
+    return len(items) / wall, 1000 * cpu / len(items), counts
 
 
-def bench_math_in_process(items: list[dict]) -> tuple[float, dict[str, int]]:
+def bench_math_in_process(items: list[dict], warmup: list[dict]) -> tuple[float, float, dict[str, int]]:
+    """(items/s, CPU ms per item, statuses) for math-verify called in a loop in this process."""
     import logging
 
     from mucode.rewards.math_worker import check_answer
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    check_answer("1", "\\boxed{1}")
+    for it in warmup:
+        check_answer(str(it["spec"]["answer"]), it["response"])
     counts: dict[str, int] = {}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for it in items:
         status = check_answer(str(it["spec"]["answer"]), it["response"])["status"]
         counts[status] = counts.get(status, 0) + 1
-    return len(items) / (time.perf_counter() - t0), counts
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return len(items) / wall, 1000 * cpu / len(items), counts
+
+
+class Service:
+    """`python -m mucode.verifier` as a child process (so its CPU time can be measured alone)."""
+
+    def __init__(self, backend_options: dict, math_workers: int) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        env = {**os.environ, "MUCODE_PORT": str(self.port), "MUCODE_BACKEND": "docker", "MUCODE_RUN_CODE": "false",
+               "MUCODE_BACKEND_OPTIONS": json.dumps(backend_options), "MUCODE_MATH_WORKERS": str(math_workers),
+               "MUCODE_PROGRAMS": '["code", "math"]'}
+        self.proc = subprocess.Popen([sys.executable, "-m", "mucode.verifier"], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        self.close()
+        raise RuntimeError("the verifier service did not become ready")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(60)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--code-items", type=int, default=400)
-    ap.add_argument("--math-items", type=int, default=500)
+    ap.add_argument("--math-items", type=int, default=500, help="MATH500 rows to use (at most 500)")
+    ap.add_argument("--repeat", type=int, default=2, help="alternating passes; the best of each path is kept")
     ap.add_argument("--containers", type=int, default=2)
     ap.add_argument("--slots", type=int, default=2, help="slots per sandbox container")
     ap.add_argument("--math-workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
@@ -120,35 +162,57 @@ def main() -> None:
     ap.add_argument("--load-rate", type=float, default=8.0, help="requests/s of the load test (4 items each)")
     args = ap.parse_args()
 
-    from mucode.verifier.local import local_verifier
-
     backend_options = {"containers": args.containers, "slots_per_container": args.slots}
-    codes, maths = code_items(args.code_items), math_items(args.math_items)
+    codes = code_items(args.code_items)
+    # Steady state on both sides: math-verify, its ANTLR parser (DFA cache) and sympy get faster as they
+    # see inputs, so each side scores the measured items once, unmeasured, before the timed pass.
+    maths = math_items(min(args.math_items, 500))
+    math_warm = maths
     print(f"# verifier bench: {os.cpu_count()} cores (load avg {os.getloadavg()[0]:.1f} at start), "
           f"{args.containers}x{args.slots} sandbox slots, {args.math_workers} math workers, "
           f"HTTP batches of {args.batch} x {args.concurrency} in flight", flush=True)
 
-    direct = asyncio.run(bench_sandbox_direct(codes, backend_options))
-    in_process, math_counts_local = bench_math_in_process(maths)
-    with local_verifier("docker", backend_options=backend_options, math_workers=args.math_workers,
-                        run_code=False) as url:
-        http_code, code_counts = asyncio.run(bench_http(url, codes, args.batch, args.concurrency))
-        http_math, math_counts = asyncio.run(bench_http(url, maths, args.batch, args.concurrency))
+    best: dict[str, tuple[float, float]] = {}
+    statuses: dict[str, dict[str, int]] = {}
 
-    per_core = http_math / args.math_workers
+    def keep(name: str, rate: float, cpu_ms: float) -> None:
+        old = best.get(name)
+        best[name] = (max(rate, old[0]) if old else rate, min(cpu_ms, old[1]) if old else cpu_ms)
+
+    for rep in range(args.repeat):
+        keep("direct", *asyncio.run(bench_sandbox_direct(codes, backend_options)))
+        rate, cpu, statuses["math in-process"] = bench_math_in_process(maths, math_warm)
+        keep("in_process", rate, cpu)
+        service = Service(backend_options, args.math_workers)
+        try:
+            rate, cpu, statuses["code HTTP"] = asyncio.run(
+                bench_http(service.url, service.proc.pid, codes, codes[:16], args.batch, args.concurrency))
+            keep("http_code", rate, cpu)
+            rate, cpu, statuses["math HTTP"] = asyncio.run(
+                bench_http(service.url, service.proc.pid, maths, math_warm, args.batch, args.concurrency))
+            keep("http_math", rate, cpu)
+        finally:
+            service.close()
+        print(f"pass {rep + 1} done (load avg {os.getloadavg()[0]:.1f}); best so far: "
+              + ", ".join(f"{k} {v[0]:.1f}/s {v[1]:.1f} CPU ms" for k, v in best.items()), flush=True)
+
+    d, hc, ip, hm = best["direct"], best["http_code"], best["in_process"], best["http_math"]
+    per_core_http, per_core_local = 1000 / hm[1], 1000 / ip[1]
     rows = [
-        ("code, sandbox direct (judge)", direct, "", ""),
-        ("code, HTTP /v1/verify", http_code, f"{http_code / direct:.0%} of direct",
-         "PASS" if http_code >= 0.8 * direct else "MISS (target >= 80%)"),
-        ("math, math-verify in-process (1 core)", in_process, "", ""),
-        (f"math, HTTP ({args.math_workers} workers), per core", per_core, f"{per_core / in_process:.0%} of in-process",
-         "PASS" if per_core >= 0.7 * in_process else "MISS (target >= 70%)"),
-        (f"math, HTTP ({args.math_workers} workers), total", http_math, "", ""),
+        ("code, sandbox direct (DockerBackend.judge)", d, "", ""),
+        ("code, HTTP /v1/verify", hc, f"throughput {hc[0] / d[0]:.0%} of direct",
+         "PASS" if hc[0] >= 0.8 * d[0] else "MISS (target: HTTP costs <= 20%)"),
+        ("math, math-verify in-process", ip, f"{per_core_local:.1f} items per CPU-s", ""),
+        (f"math, HTTP ({args.math_workers} worker(s); CPU = server + workers)", hm,
+         f"{per_core_http:.1f} items per CPU-s = {per_core_http / per_core_local:.0%} of in-process",
+         "PASS" if per_core_http >= 0.7 * per_core_local else "MISS (target >= 70% per core)"),
     ]
-    print("\n| path | items/s | ratio | target |\n|---|---:|---|---|")
-    for name, rate, ratio, target in rows:
-        print(f"| {name} | {rate:.1f} | {ratio} | {target} |")
-    print(f"\nstatuses: code HTTP {code_counts}; math HTTP {math_counts}; math in-process {math_counts_local}")
+    print("\n| path | items/s (wall) | CPU ms/item (verifier side) | ratio | target |\n|---|---:|---:|---|---|")
+    for name, (rate, cpu), ratio, target in rows:
+        print(f"| {name} | {rate:.1f} | {cpu:.1f} | {ratio} | {target} |")
+    print("\nCPU ms/item counts the verifier's side only: this process for the direct rows, the service's "
+          "process tree for HTTP rows (not the sandbox containers, not the HTTP client).")
+    print(f"statuses: {statuses}")
     print(f"load avg at end {os.getloadavg()[0]:.1f}", flush=True)
 
     if args.load_seconds > 0:

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["LoadReport", "rss_mb", "run_load"]
+__all__ = ["LoadReport", "cpu_s", "rss_mb", "run_load"]
 
 
 @dataclass
@@ -43,8 +43,8 @@ class LoadReport:
                 f"statuses {dict(self.statuses)}")
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and all its descendants, in MB (Linux /proc)."""
+def _tree(pid: int) -> list[int]:
+    """``pid`` and all its live descendants (Linux /proc)."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -52,16 +52,40 @@ def rss_mb(pid: int) -> float:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    total, todo = 0.0, [pid]
+    out, todo = [], [pid]
     while todo:
         p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and all its descendants, in MB."""
+    total = 0.0
+    for p in _tree(pid):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1]) / 1024
         except OSError:
             pass
-        todo.extend(children.get(p, []))
+    return total
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``pid`` and its live descendants, and by the
+    descendants that exited and were waited for."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
     return total
 
 
