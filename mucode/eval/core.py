@@ -1,5 +1,8 @@
 """The loop every evaluator shares: responses → verifier items → verdicts → report entries.
 
+Verification overlaps generation: each group of samples is sent to the verifier as soon as the
+engine finishes it.
+
 An evaluator describes its benchmark as a `BenchmarkTask` (its problems with prompts and breakdown
 labels, how a response becomes verifier items, how verdicts become report entries); `run_task`
 does the rest: responses from an engine (`EngineSource`, cached and resumable) or from a samples
@@ -16,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mucode.eval.generate import Prompt, generate_responses
-from mucode.eval.judge import Part, VerifierOptions, judge_parts
+from mucode.eval.judge import Part, StreamingJudge, VerifierOptions
 from mucode.eval.report import ProblemOutcome, summarize
 from mucode.eval.store import RunStore
 
@@ -152,28 +155,29 @@ def run_task(
     else:
         manifest["generation"] = "samples file"
     store = RunStore(Path(run_dir) / task.name if run_dir is not None else None, manifest)
-    if isinstance(source, EngineSource):
-        prompts = {p.id: p.prompt for p in task.problems}
-        responses = generate_responses(
-            source.engine,
-            source.tokenizer,
-            prompts,
-            samples_per_problem,
-            store,
-            progress=lambda m: say(f"{task.name}: {m}"),
-        )
-        n = samples_per_problem
-    else:
-        responses, n = _responses_from_file(task, source.samples)
-    parts = [
-        part
-        for problem_id, texts in responses.items()
-        for index, text in enumerate(texts)
-        for part in task.parts(problem_id, index, text)
-    ]
-    verdicts = judge_parts(
-        parts, store, verifier or VerifierOptions(), progress=lambda m: say(f"{task.name}: {m}")
-    )
+    tell = lambda m: say(f"{task.name}: {m}")  # noqa: E731
+
+    def parts_of(problem_id: str, first_index: int, texts: Sequence[str]) -> list[Part]:
+        return [part for i, text in enumerate(texts, first_index) for part in task.parts(problem_id, i, text)]
+
+    with StreamingJudge(store, verifier or VerifierOptions(), tell) as judge:
+        if isinstance(source, EngineSource):
+            prompts = {p.id: p.prompt for p in task.problems}
+            responses = generate_responses(
+                source.engine,
+                source.tokenizer,
+                prompts,
+                samples_per_problem,
+                store,
+                progress=tell,
+                on_group=lambda pid, first, texts: judge.submit(parts_of(pid, first, texts)),
+            )
+            n = samples_per_problem
+        else:
+            responses, n = _responses_from_file(task, source.samples)
+        for problem_id, texts in responses.items():  # cached samples, and anything not yet submitted
+            judge.submit(parts_of(problem_id, 0, texts))
+        verdicts = judge.finish()
     entries = task.summarize(responses, verdicts, n)
     missing = len(task.problems) - len(responses)
     for entry in entries.values():

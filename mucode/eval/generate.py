@@ -50,8 +50,13 @@ def generate_responses(
     store: RunStore,
     *,
     progress: Progress | None = None,
+    on_group: Callable[[str, int, list[str]], None] | None = None,
 ) -> dict[str, list[str]]:
-    """n responses per problem id: cached ones first, the rest sampled with `engine` and cached."""
+    """n responses per problem id: cached ones first, the rest sampled with `engine` and cached.
+
+    `on_group(problem_id, first_index, responses)` is called for each newly generated group as soon
+    as it is saved (the evaluators start verifying it while generation goes on).
+    """
     say = progress or (lambda _msg: None)
     by_need: dict[int, list[str]] = {}
     for problem_id in prompts:
@@ -66,7 +71,11 @@ def generate_responses(
         rendered = [(pid, render_prompt_ids(tokenizer, prompts[pid])) for pid in ids]
         for group in engine.generate(rendered, need):
             ordered = sorted(group, key=lambda s: s.sample_index)
-            store.add_samples(ordered[0].prompt_id, [s.response_text for s in ordered])
+            problem_id, texts = ordered[0].prompt_id, [s.response_text for s in ordered]
+            first_index = len(store.responses(problem_id, n))
+            store.add_samples(problem_id, texts)
+            if on_group is not None:
+                on_group(problem_id, first_index, texts)
             done += 1
             if done % 10 == 0 or done == total:
                 say(f"generated {done}/{total} problems")

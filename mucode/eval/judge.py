@@ -14,15 +14,24 @@ for the duration of the call.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.eval.store import INFRA_STATUSES, RunStore, item_sha
 
-__all__ = ["Part", "VerifierOptions", "judge_parts", "verifier_base_urls", "verifier_session"]
+__all__ = [
+    "Part",
+    "StreamingJudge",
+    "VerifierOptions",
+    "judge_parts",
+    "verifier_base_urls",
+    "verifier_session",
+]
 
 Progress = Callable[[str], None]
 
@@ -59,18 +68,12 @@ class VerifierOptions:
     """Extra rounds for items that came back with an infrastructure status."""
     local_options: dict[str, Any] = field(default_factory=dict)
     """Settings of the in-process verifier (mucode.verifier.settings), e.g. {"math_workers": 2}."""
+    shared: SharedLocalVerifier | None = field(default=None, repr=False, compare=False)
+    """Set by `verifier_session`: the local verifier its evaluations share."""
 
 
 @contextlib.contextmanager
-def verifier_base_urls(settings: VerifierOptions, programs: Sequence[str] = ()) -> Iterator[list[str]]:
-    """The configured URLs, or the URL of a verifier started here for the duration of the block.
-
-    A verifier started here serves only `programs` (when given and not set in `local_options`) and
-    not SandboxFusion's /run_code, so a math evaluation does not start code sandboxes.
-    """
-    if settings.urls:
-        yield list(settings.urls)
-        return
+def _local_verifier(settings: VerifierOptions, programs: Sequence[str]) -> Iterator[list[str]]:
     from mucode.verifier.local import local_verifier
 
     options = dict(settings.local_options)
@@ -81,39 +84,165 @@ def verifier_base_urls(settings: VerifierOptions, programs: Sequence[str] = ()) 
         yield [url]
 
 
+class SharedLocalVerifier:
+    """A local verifier started at the first request and kept until `close` (see `verifier_session`)."""
+
+    def __init__(self, settings: VerifierOptions, programs: Sequence[str]) -> None:
+        self._settings, self._programs = settings, list(programs)
+        self._stack = contextlib.ExitStack()
+        self._urls: list[str] | None = None
+
+    def urls(self) -> list[str]:
+        if self._urls is None:
+            self._urls = self._stack.enter_context(_local_verifier(self._settings, self._programs))
+        return self._urls
+
+    def close(self) -> None:
+        self._stack.close()
+        self._urls = None
+
+
+@contextlib.contextmanager
+def verifier_base_urls(settings: VerifierOptions, programs: Sequence[str] = ()) -> Iterator[list[str]]:
+    """The configured URLs, the session's shared verifier, or one started for the duration of the block.
+
+    A verifier started here serves only `programs` (when given and not set in `local_options`) and
+    not SandboxFusion's /run_code, so a math evaluation does not start code sandboxes.
+    """
+    if settings.urls:
+        yield list(settings.urls)
+    elif settings.shared is not None:
+        yield settings.shared.urls()
+    else:
+        with _local_verifier(settings, programs) as urls:
+            yield urls
+
+
 @contextlib.contextmanager
 def verifier_session(options: VerifierOptions | None, programs: Sequence[str]) -> Iterator[VerifierOptions]:
-    """Options whose `urls` reach a verifier for the whole block (one started here if none is given),
-    so an evaluation of several benchmarks starts at most one verifier."""
+    """Options that reach one verifier for the whole block, so an evaluation of several benchmarks
+    starts at most one. Without URLs, a local verifier serving `programs` starts at the first item
+    that needs verifying (a fully cached run starts none) and stops at the end of the block."""
     options = options or VerifierOptions()
-    if options.urls:
+    if options.urls or options.shared is not None:
         yield options
         return
-    with verifier_base_urls(options, programs) as urls:
-        yield dataclasses.replace(options, urls=urls)
-
-
-async def _verify_all(
-    urls: list[str],
-    settings: VerifierOptions,
-    todo: list[tuple[Part, str]],
-    store: RunStore,
-    progress: Progress,
-) -> dict[tuple[str, int, str], dict[str, Any]]:
-    from mucode.verifier.client import VerifierClient, VerifierRequestError
-
-    client = VerifierClient(
-        urls,
-        token=settings.token,
-        timeout_s=settings.timeout_s,
-        max_retries=settings.max_retries,
-        max_concurrency=settings.max_concurrency,
-        batch_size=settings.batch_size,
-    )
-    out: dict[tuple[str, int, str], dict[str, Any]] = {}
+    shared = SharedLocalVerifier(options, programs)
     try:
+        yield dataclasses.replace(options, shared=shared)
+    finally:
+        shared.close()
+
+
+class StreamingJudge:
+    """Judges parts on a private event loop in a background thread while the caller keeps working.
+
+    `submit(parts)` returns at once (cached and decided verdicts are filled in directly; identical
+    items already in flight are not sent twice); `finish()` waits for every submitted part and
+    returns all verdicts. The verifier (a local one when no URL is configured) and the thread start
+    at the first item that needs verifying, so a fully cached run starts nothing. Use it as a
+    context manager: leaving the block stops everything (cancelling what is in flight on an error;
+    the verdicts of finished chunks are already in the store).
+    """
+
+    def __init__(self, store: RunStore, settings: VerifierOptions, progress: Progress | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.say: Progress = progress or (lambda _msg: None)
+        self.verdicts: dict[tuple[str, int, str], dict[str, Any]] = {}
+        self._in_flight: dict[str, list[Part]] = {}
+        self._lock = threading.Lock()
+        self._futures: list[concurrent.futures.Future[None]] = []
+        self._stack = contextlib.ExitStack()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._sent = 0
+        self._done = 0
+
+    def __enter__(self) -> StreamingJudge:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self.close(cancel=exc_type is not None)
+
+    def submit(self, parts: Sequence[Part]) -> None:
+        """Queue parts for verification and return at once."""
+        fresh: list[tuple[Part, str]] = []
+        settled = 0
+        with self._lock:
+            for part in parts:
+                key = (part.problem_id, part.index, part.part)
+                if part.item is None:
+                    self.verdicts[key] = {"reward": 0.0, "status": part.decided}
+                    settled += 1
+                    continue
+                sha = item_sha(part.item)
+                cached = self.store.verdict(sha)
+                if cached is not None:
+                    self.verdicts[key] = cached
+                    settled += 1
+                elif sha in self._in_flight:
+                    self._in_flight[sha].append(part)
+                else:
+                    self._in_flight[sha] = [part]
+                    fresh.append((part, sha))
+        if not fresh:
+            return
+        self.say(f"{settled} verdicts cached or decided, {len(fresh)} distinct items to verify")
+        loop = self._start([part.item["program"] for part, _ in fresh if part.item])
+        self._sent += len(fresh)
+        self._futures.append(asyncio.run_coroutine_threadsafe(self._verify(fresh), loop))
+
+    def finish(self) -> dict[tuple[str, int, str], dict[str, Any]]:
+        """Wait for every submitted part; re-raises what a verification raised."""
+        for future in self._futures:
+            future.result()
+        return self.verdicts
+
+    def close(self, *, cancel: bool = False) -> None:
+        """Stop the thread, the client and a verifier started here (idempotent)."""
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None:
+            if cancel:
+                for future in self._futures:
+                    future.cancel()
+            concurrent.futures.wait(self._futures, timeout=None if not cancel else 60)
+            if self._client is not None:
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(self._client.aclose(), loop).result(timeout=60)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=60)
+            loop.close()
+            self._loop = self._thread = None
+        self._stack.close()
+
+    def _start(self, programs: Sequence[str]) -> asyncio.AbstractEventLoop:
+        if self._loop is not None:
+            return self._loop
+        from mucode.verifier.client import VerifierClient
+
+        urls = self._stack.enter_context(verifier_base_urls(self.settings, programs))
+        self._client = VerifierClient(
+            urls,
+            token=self.settings.token,
+            timeout_s=self.settings.timeout_s,
+            max_retries=self.settings.max_retries,
+            max_concurrency=self.settings.max_concurrency,
+            batch_size=self.settings.batch_size,
+        )
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mucode-eval-judge", daemon=True)
+        self._thread.start()
+        return self._loop
+
+    async def _verify(self, todo: list[tuple[Part, str]]) -> None:
+        from mucode.verifier.client import VerifierRequestError
+
+        settings = self.settings
         pending = todo
         for round_ in range(settings.infra_retries + 1):
+            last_round = round_ == settings.infra_retries
             failed: list[tuple[Part, str]] = []
             for start in range(0, len(pending), settings.chunk_size):
                 chunk = pending[start : start + settings.chunk_size]
@@ -122,39 +251,37 @@ async def _verify_all(
                     for part, _ in chunk
                 ]
                 try:
-                    results = await client.verify(items)
+                    results = await self._client.verify(items)
                 except VerifierRequestError:
                     raise  # the service rejected the items (4xx): a bug or a limit to raise, not a score
                 except Exception as err:  # anything else the client raises is infrastructure
-                    results = [
-                        {"reward": float("nan"), "status": "verifier_error", "details": {"error": repr(err)}}
-                    ] * len(chunk)
+                    results = [{"status": "verifier_error", "details": {"error": repr(err)}}] * len(chunk)
                 rows = []
                 for (part, sha), result in zip(chunk, results, strict=True):
                     status = str(result.get("status", "verifier_error"))
+                    infra = status in INFRA_STATUSES
                     row = {
                         "id": part.problem_id,
                         "index": part.index,
                         "part": part.part,
                         "sha": sha,
-                        "reward": float(result.get("reward", 0.0)) if status not in INFRA_STATUSES else None,
+                        "reward": None if infra else float(result.get("reward", 0.0)),
                         "status": status,
                     }
-                    out[(part.problem_id, part.index, part.part)] = row
                     rows.append(row)
-                    if status in INFRA_STATUSES:
+                    if infra and not last_round:
                         failed.append((part, sha))
-                store.add_verdicts(rows)
-                done = min(start + settings.chunk_size, len(pending))
-                progress(
-                    f"verified {done}/{len(pending)} items" + (f" (retry round {round_})" if round_ else "")
-                )
+                        continue
+                    with self._lock:
+                        for waiting in self._in_flight.pop(sha, [part]):
+                            self.verdicts[(waiting.problem_id, waiting.index, waiting.part)] = row
+                        self._done += 1
+                self.store.add_verdicts(rows)
+                retry = f" (retry round {round_})" if round_ else ""
+                self.say(f"verified {self._done}/{self._sent} items{retry}")
             if not failed:
-                break
+                return
             pending = failed
-    finally:
-        await client.aclose()
-    return out
 
 
 def judge_parts(
@@ -166,30 +293,9 @@ def judge_parts(
 ) -> dict[tuple[str, int, str], dict[str, Any]]:
     """Verdicts `{"reward", "status"}` of every part, keyed by (problem id, sample index, part).
 
-    Cached verdicts of identical items are reused; the rest go to the verifier. Runs its own event
-    loop: call it from synchronous code.
+    Cached verdicts of identical items are reused; the rest go to the verifier. Call it from
+    synchronous code (the verification runs on its own event loop thread).
     """
-    say = progress or (lambda _msg: None)
-    verdicts: dict[tuple[str, int, str], dict[str, Any]] = {}
-    waiting: dict[str, list[Part]] = {}  # identical items are verified once
-    for part in parts:
-        key = (part.problem_id, part.index, part.part)
-        if part.item is None:
-            verdicts[key] = {"reward": 0.0, "status": part.decided}
-            continue
-        sha = item_sha(part.item)
-        cached = store.verdict(sha)
-        if cached is not None:
-            verdicts[key] = cached
-        else:
-            waiting.setdefault(sha, []).append(part)
-    if waiting:
-        todo = [(group[0], sha) for sha, group in waiting.items()]
-        say(f"{len(verdicts)} verdicts cached or decided, {len(todo)} distinct items to verify")
-        with verifier_base_urls(settings, [part.item["program"] for part, _ in todo if part.item]) as urls:
-            fresh = asyncio.run(_verify_all(urls, settings, todo, store, say))
-        for first, sha in todo:
-            verdict = fresh[(first.problem_id, first.index, first.part)]
-            for part in waiting[sha]:
-                verdicts[(part.problem_id, part.index, part.part)] = verdict
-    return verdicts
+    with StreamingJudge(store, settings, progress) as judge:
+        judge.submit(parts)
+        return judge.finish()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mucode.eval.judge import VerifierOptions, verifier_session
+from mucode.eval.judge import VerifierOptions, verifier_base_urls
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MATH_DATA = REPO_ROOT.parent / "shared" / "data" / "math"
@@ -33,12 +33,12 @@ def hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def math_verifier() -> Iterator[VerifierOptions]:
     """One loopback verifier serving the math program for the whole session."""
-    with verifier_session(VerifierOptions(local_options={"math_workers": 2}), ["math"]) as options:
-        yield options
+    with verifier_base_urls(VerifierOptions(local_options={"math_workers": 2}), ["math"]) as urls:
+        yield VerifierOptions(urls=urls)
 
 
 @pytest.fixture(scope="session")
 def code_verifier() -> Iterator[VerifierOptions]:
     """One loopback verifier serving the code program (local sandbox backend) for the whole session."""
-    with verifier_session(VerifierOptions(backend="local"), ["code"]) as options:
-        yield options
+    with verifier_base_urls(VerifierOptions(backend="local"), ["code"]) as urls:
+        yield VerifierOptions(urls=urls)

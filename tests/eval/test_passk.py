@@ -64,22 +64,3 @@ def test_table_averages_problems_and_skips_those_with_too_few_samples() -> None:
     assert table["pass@4"] == pytest.approx((1 + 1) / 2)  # the n=2 problem cannot give pass@4
     assert mean_pass_at_k(counts, 3)[1] == 2
     assert set(table) == {"pass@1", "pass@2", "pass@3", "pass@4"}
-
-
-def test_report_entries_and_metric_keys() -> None:
-    from mucode.eval.report import ProblemOutcome, format_table, metrics_from_report, summarize
-
-    outcomes = [
-        ProblemOutcome("a", ["correct", "wrong_answer"], {"difficulty": "easy"}),
-        ProblemOutcome("b", ["sandbox_error", "correct"], {"difficulty": "hard"}),  # infra: not a score
-        ProblemOutcome("c", ["no_code", "runtime_error"], {"difficulty": "hard"}),
-    ]
-    entry = summarize(outcomes, 2, breakdowns=["difficulty"])
-    assert entry["pass@1"] == pytest.approx((1 / 2 + 1 + 0) / 3)
-    assert entry["pass@2"] == pytest.approx((1 + 0) / 2) and entry["n_problems_at_k"] == {"pass@2": 2}
-    assert entry["infra_errors"] == 1 and entry["n_correct"] == 2 and entry["n_samples"] == 6
-    assert entry["by_difficulty"]["hard"]["pass@1"] == pytest.approx(0.5)
-    metrics = metrics_from_report({"x": entry, "average": {"pass@1": 0.25}})
-    assert metrics["eval/x/pass@2"] == pytest.approx(0.5) and metrics["eval/average/pass@1"] == 0.25
-    table = format_table({"x": entry})
-    assert "|   difficulty=easy |        1 | 2 |   50.0 |  100.0 |" in table

@@ -1,0 +1,49 @@
+"""Report entries (pass@k with infrastructure failures left out), metric keys, and the verdict cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def test_report_entries_and_metric_keys() -> None:
+    from mucode.eval.report import ProblemOutcome, format_table, metrics_from_report, summarize
+
+    outcomes = [
+        ProblemOutcome("a", ["correct", "wrong_answer"], {"difficulty": "easy"}),
+        ProblemOutcome("b", ["sandbox_error", "correct"], {"difficulty": "hard"}),  # infra: not a score
+        ProblemOutcome("c", ["no_code", "runtime_error"], {"difficulty": "hard"}),
+    ]
+    entry = summarize(outcomes, 2, breakdowns=["difficulty"])
+    assert entry["pass@1"] == pytest.approx((1 / 2 + 1 + 0) / 3)
+    assert entry["pass@2"] == pytest.approx((1 + 0) / 2) and entry["n_problems_at_k"] == {"pass@2": 2}
+    assert entry["infra_errors"] == 1 and entry["n_correct"] == 2 and entry["n_samples"] == 6
+    assert entry["by_difficulty"]["hard"]["pass@1"] == pytest.approx(0.5)
+    metrics = metrics_from_report({"x": entry, "average": {"pass@1": 0.25}})
+    assert metrics["eval/x/pass@2"] == pytest.approx(0.5) and metrics["eval/average/pass@1"] == 0.25
+    table = format_table({"x": entry})
+    assert "|   difficulty=easy |        1 | 2 |   50.0 |  100.0 |" in table
+
+
+def test_a_fully_cached_run_starts_no_verifier(tmp_path: Path) -> None:
+    """Verdicts come from the run cache; the session's local verifier is never started."""
+    from mucode.eval.judge import Part, VerifierOptions, judge_parts, verifier_session
+    from mucode.eval.store import RunStore, item_sha
+
+    item = {"program": "math", "response": "\\boxed{1}", "spec": {"answer": "1"}}
+    store = RunStore(tmp_path, {"benchmark": "x"})
+    store.add_verdicts(
+        [{"id": "p", "index": 0, "part": "main", "sha": item_sha(item), "reward": 1.0, "status": "correct"}]
+    )
+    with verifier_session(VerifierOptions(backend="no-such-backend"), ["math"]) as options:
+        verdicts = judge_parts(
+            [Part("p", 1, "main", item), Part("q", 0, "main", None)],
+            RunStore(tmp_path, {"benchmark": "x"}),
+            options,
+        )
+        assert options.shared is not None and options.shared._urls is None
+    assert (
+        verdicts[("p", 1, "main")]["status"] == "correct"
+        and verdicts[("q", 0, "main")]["status"] == "no_code"
+    )
