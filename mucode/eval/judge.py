@@ -7,8 +7,10 @@ chunk's verdicts are appended to the run store before the next is sent, so an in
 at most one chunk. Items the verifier could not judge (infrastructure statuses) are sent again up
 to `infra_retries` times, then reported as such, never as a score.
 
-With no URL, a verifier is started in-process on loopback (`mucode.verifier.local.local_verifier`)
-for the duration of the call.
+`StreamingJudge` does this on a background event loop, so the evaluators send each group of
+samples as soon as the engine finishes it and verification overlaps generation. With no URL, a
+verifier is started in-process on loopback (`mucode.verifier.local.local_verifier`) at the first
+item that needs it; a fully cached rerun starts none.
 """
 
 from __future__ import annotations
