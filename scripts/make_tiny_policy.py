@@ -2,11 +2,13 @@
 
     .venv/bin/python scripts/make_tiny_policy.py [--out mucode/assets/tiny] [--steps 1500]
 
-No downloads: a byte-level BPE tokenizer is trained on the toy tasks' text, a small Qwen2-architecture
-model is built from a config, and it is warmed up on the toy train prompts (math and code) with
-targets that are correct only ``--p-correct`` of the time (otherwise one of the problem's typical
-wrong responses). So it learns the answer format and a spread of answers, and starts RL with a low
-but non-zero reward. ``--eval`` samples from the result at temperature 1 and prints its reward
+No downloads: a byte-level BPE tokenizer is trained on the toy tasks' text, a small Llama-architecture
+model is built from a config, and it is warmed up on the toy train prompts (math and code). A
+target's answer is right with probability ``--p-correct`` (otherwise one of the problem's typical
+wrong answers), and it is written in the scored format (``\\boxed{}``, a code fence) with
+probability ``--p-format`` only (otherwise unformatted, which the reward programs score 0). So the
+policy starts RL with a low but non-zero reward, which RL raises first by settling on the format
+(one decision at the first response token, shared by all problems), then on the answers. ``--eval`` samples from the result at temperature 1 and prints its reward
 measured with a quick in-process check (boxed-answer string match for math, a plain subprocess
 running the stdio tests for code: NOT the sandbox; the verifier is the judge during training).
 """
@@ -27,7 +29,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, train
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from mucode.data import render_prompt
-from mucode.data.toy import ToyProblem, toy_problems
+from mucode.data.toy import ToyProblem, toy_problems, unformatted
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -86,11 +88,13 @@ def build_model(tokenizer: PreTrainedTokenizerFast, hidden: int, layers: int) ->
 
 def warmup_batch(
     problems: list[tuple[ToyProblem, list[int]]], tokenizer: PreTrainedTokenizerFast, rng: random.Random,
-    batch: int, p_correct: float,
+    batch: int, p_correct: float, p_format: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     rows, targets = [], []
     for problem, prompt in rng.sample(problems, batch):
         text = problem.correct if rng.random() < p_correct else rng.choice(problem.wrong)
+        if rng.random() >= p_format:
+            text = unformatted(problem.record.program, text)  # type: ignore[arg-type]
         response = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append(prompt + response)
         targets.append([-100] * len(prompt) + response)
@@ -148,10 +152,11 @@ def evaluate(out: Path, samples: int, split: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "mucode/assets/tiny")
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--p-correct", type=float, default=0.3)
+    parser.add_argument("--p-correct", type=float, default=0.75, help="share of warm-up answers that are right")
+    parser.add_argument("--p-format", type=float, default=0.25, help="share of warm-up answers in the scored format")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--vocab", type=int, default=1024)
@@ -168,6 +173,7 @@ def main() -> None:
         train = toy_problems("math") + toy_problems("code")
         everything = toy_problems("math", split="all") + toy_problems("code", split="all")
         corpus = [r for p in everything for r in (p.correct, *p.wrong)]
+        corpus += [unformatted(p.record.program, r) for p in everything for r in (p.correct, *p.wrong)]  # type: ignore[arg-type]
         tokenizer = build_tokenizer(corpus, args.vocab)  # a first pass only to render the chat template
         corpus += [tokenizer.apply_chat_template(p.record.messages, tokenize=False, add_generation_prompt=True)
                    for p in everything]
@@ -180,7 +186,7 @@ def main() -> None:
         model.train()
         start = time.time()
         for step in range(1, args.steps + 1):
-            ids, labels, mask = warmup_batch(encoded, tokenizer, rng, args.batch, args.p_correct)
+            ids, labels, mask = warmup_batch(encoded, tokenizer, rng, args.batch, args.p_correct, args.p_format)
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             optimizer.zero_grad()
             loss.backward()

@@ -1,9 +1,10 @@
 """Files shipped inside the package: the embedded tiny policy (``mucode/assets/tiny/``).
 
-The tiny policy is a ~0.9 M-parameter Qwen2-architecture causal LM with a byte-level BPE tokenizer
+The tiny policy is a ~0.2 M-parameter Llama-architecture causal LM with a byte-level BPE tokenizer
 (ChatML chat template) made by ``scripts/make_tiny_policy.py`` with a short supervised warm-up on
-the toy tasks (``mucode.data.toy``) in which only part of the targets are correct, so that it
-starts with a low but non-zero reward. It loads offline with ``from_pretrained``.
+the toy tasks (``mucode.data.toy``) in which only part of the targets are right and in the scored
+format, so that it starts with a low but non-zero reward. It loads offline with ``from_pretrained``
+(``recipe.json`` records the script's settings).
 """
 
 from __future__ import annotations

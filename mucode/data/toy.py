@@ -7,9 +7,11 @@
   in three phrasings; the third phrasing of every program is the ``test`` split. Five stdio tests
   each, checked in the sandbox by the ``code`` reward program.
 
-Each problem also carries a correct response and typical wrong ones (``toy_problems``), which
-``scripts/make_tiny_policy.py`` mixes into the warm-up data that gives the tiny policy its
-low-but-non-zero starting reward.
+Each problem also carries a correct response and typical wrong ones (``toy_problems``), and
+``unformatted`` turns a response into one the reward programs cannot read (math: the answer
+without ``\\boxed{}``; code: the program without its code fence). ``scripts/make_tiny_policy.py``
+mixes all of these into the warm-up data, so the tiny policy starts with a low but non-zero reward
+that RL can raise quickly by learning the format, then the answers.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ class ToyProblem:
     """A response the reward program scores 1."""
     wrong: tuple[str, ...]
     """Responses it scores 0."""
+
+
+def unformatted(task: TaskKind, response: str) -> str:
+    """``response`` in a form its reward program scores 0 (no boxed answer / no code fence)."""
+    if task == "math":
+        return response.replace("\\boxed{", "").replace("}.", ".")
+    return response.removeprefix("```python\n").removesuffix("\n```")
 
 
 def _math_response(value: int) -> str:

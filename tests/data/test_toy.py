@@ -64,3 +64,18 @@ def test_toy_code_reference_programs_pass_and_wrong_ones_fail() -> None:
 def test_instruction_is_configurable() -> None:
     (record,) = load_tasks("toy", "math", limit=1, instruction="Box it.")
     assert record.messages[-1]["content"].endswith("? Box it.")
+
+
+def test_unformatted_responses_score_nothing_with_the_real_extractors() -> None:
+    from mucode.data.toy import unformatted
+    from mucode.rewards.extract import extract_code
+    from mucode.rewards.math_worker import check_answer
+
+    for problem in toy_problems("math")[:20]:
+        gold = problem.record.spec["answer"]
+        assert check_answer(gold, problem.correct)["status"] == "correct"
+        assert check_answer(gold, unformatted("math", problem.correct))["status"] == "no_answer"
+    for problem in toy_problems("code")[:6]:
+        program = extract_code(problem.correct)
+        assert program is not None and program.strip() == unformatted("code", problem.correct)
+        assert extract_code(unformatted("code", problem.correct)) is None

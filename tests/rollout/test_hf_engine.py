@@ -141,3 +141,19 @@ def test_make_engine_by_name(caplog: pytest.LogCaptureFixture) -> None:
     (group,) = list(engine.generate([("p", [1, 2, 3])], 2))
     assert len(group) == 2 and all(1 <= len(s.response_token_ids) <= 4 for s in group)
     engine.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_hf_engine_on_gpu_matches_recomputed_logprobs(toy_prompts: list, dtype: str) -> None:
+    engine = make_engine("hf", "tiny", device="cuda", dtype=dtype, max_new_tokens=24, seed=0, batch_size=8)
+    assert isinstance(engine, HFEngine)
+    samples = [s for g in engine.generate(toy_prompts, 4) for s in g]
+    with torch.no_grad():
+        out = response_logprobs(engine.model, [s.prompt_token_ids for s in samples],
+                                [s.response_token_ids for s in samples], 1.0, pad_token_id=engine.pad_token_id)
+    tolerance = 1e-4 if dtype == "float32" else 5e-2  # bf16 matmuls differ between cached and full passes
+    for row, sample in enumerate(samples):
+        behaviour = torch.tensor(sample.behaviour_logprobs, device="cuda")
+        torch.testing.assert_close(out.logprobs[row, : len(behaviour)], behaviour, atol=tolerance, rtol=0)
+    engine.close()
