@@ -33,6 +33,7 @@ if __name__ == "__main__":  # -I drops the script's dir from sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import contextlib
+import dataclasses
 import gc
 
 from languages import LANGUAGES  # noqa: E402
@@ -84,11 +85,20 @@ def handle_job(conn: socket.socket, slot: Slot, args: argparse.Namespace) -> Non
         return
     build_dir = os.path.join(slot.root, "build")
     gc.freeze()  # test children then never scan (and copy-on-write) the handler's objects
-    if lang.compile:  # compile once per job (a table entry; none of the shipped languages needs it yet)
-        send_frame(conn, {"ev": "error", "message": f"language {lang.name}: compile step not available"})
-        return
     job = {k: req.get(k) for k in ("program", "mode", "fn_name", "assert_code", "entry_point")}
     job["mode"] = mode
+    if lang.compile:  # once per job, as the slot uid, under the same limits (CPU: compile_time_limit_s)
+        clim = dataclasses.replace(lim, time_limit_s=args.compile_time_limit_s,
+                                   wall_limit_s=args.compile_time_limit_s * args.wall_factor + 0.5)
+        built = run_test({**job, "mode": "compile", "phase": "compile"}, lang, slot, clim, "", 0, build_dir)
+        if built["status"] != "ok":
+            if built["status"] != "sandbox_error":
+                built["status"] = "compile_error"
+            send_frame(conn, {"ev": "test", "index": 0, **built})
+            if len(inputs) > 1:  # the client answers every test frame but the last it expects
+                recv_frame(conn)
+            send_frame(conn, {"ev": "done"})
+            return
     for index, test_input in enumerate(inputs):
         outcome = run_test(job, lang, slot, lim, test_input, index, build_dir)
         send_frame(conn, {"ev": "test", "index": index, **outcome})
@@ -305,6 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--output-limit-bytes", type=int, default=16 << 20)
     p.add_argument("--wall-factor", type=float, default=2.0, help="wall limit = factor * time limit + 0.5 s")
     p.add_argument("--idle-timeout-s", type=float, default=120.0)
+    p.add_argument("--compile-time-limit-s", type=float, default=30.0, help="CPU limit of a compile step")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
                    help="exit when stdin closes (the local backend holds the other end: no orphan jails)")
     p.add_argument("--cgroup-dir", help="dir of <controller>/slot<i> cgroups (v1): test processes join their slot's")

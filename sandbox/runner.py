@@ -163,7 +163,7 @@ def reap_children(wait_s: float = 2.0) -> None:
             time.sleep(0.001)
 
 
-def _clean_slot_as_slot_uid(slot: Slot, keep: str) -> None:
+def _clean_slot_as_slot_uid(slot: Slot, keep: str | None) -> None:
     """In the test child, already running as the slot uid: kill what the previous test of this job
     left running (kill(-1) spares the caller) and empty the scratch dir. Saves a helper fork per test;
     the slot manager still kills and wipes everything after each job."""
@@ -219,7 +219,9 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
         if os.getuid() == 0 or os.geteuid() == 0:
             raise RuntimeError("still root after setuid")
         prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _clean_slot_as_slot_uid(slot, keep=os.path.basename(build_dir))
+        # Only a compiled job's own tests keep its build dir; anything else starts from empty.
+        keep = os.path.basename(build_dir) if lang.compile and job.get("phase") != "compile" else None
+        _clean_slot_as_slot_uid(slot, keep=keep)
         os.chdir(run_dir)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir,
                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -231,13 +233,18 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
             os.write(2, f"sandbox: child setup failed: {exc!r}\n".encode())
         finally:
             os._exit(_SETUP_FAILED)
-    if lang.runner == "fork_python":
+    compiling = job.get("phase") == "compile"
+    if lang.runner == "fork_python" and not compiling:
         pyrun.run_python(job, test_input)  # never returns
     src = os.path.join(build_dir if lang.compile else run_dir, lang.source_name)
-    if not lang.compile:
+    if compiling:  # once per job: source and build output in the build dir, kept between tests
+        os.mkdir(build_dir, 0o700)
+        os.chdir(build_dir)
+    if compiling or not lang.compile:
         with open(src, "w", encoding="utf-8") as f:
             f.write(job["program"])
-    argv = [a.format(src=src, build=build_dir) for a in lang.run]
+    template = lang.compile if compiling and lang.compile else lang.run
+    argv = [a.format(src=src, build=build_dir) for a in template]
     os.set_inheritable(CTL_FD, False)
     try:
         os.execve(argv[0], argv, dict(os.environ))

@@ -207,3 +207,19 @@ def test_exec_language_entry(sb: Handle) -> None:
     bad = sb.judge(CodeJob("while True: pass", TestSpec("stdio", [""], [""]), language="python-exec",
                            time_limit_s=1.0))
     assert bad.verdict is Verdict.time_limit
+
+
+def test_compiled_language_entry_compiles_once_and_runs_per_test(sb: Handle) -> None:
+    """The table's compile path (what C++ uses): build once per job, run the output per test."""
+    program, inputs, outputs = A_PLUS_B
+    counting = program + "\nimport os\nprint(len(os.listdir('build')), file=__import__('sys').stderr)"
+    r = sb.judge(CodeJob(counting, TestSpec("stdio", inputs[:3], outputs[:3]), language="python-pyc"))
+    assert r.verdict is Verdict.correct, [t.stderr for t in r.tests]
+    assert [t.stderr.strip() for t in r.tests] == ["2"] * 3  # source + build output, built once
+    broken = sb.judge(CodeJob("def f(:\n", TestSpec("stdio", inputs[:3], outputs[:3]), language="python-pyc"))
+    assert broken.verdict is Verdict.compile_error and len(broken.tests) == 1
+    assert "SyntaxError" in broken.tests[0].stderr
+    # later jobs, in another language, do not see a previous job's build dir (whatever slot they get)
+    for _ in range(6):
+        after = sb.judge(stdio_job("import os\nprint(sorted(os.listdir('.')))", [""], ["[]"]))
+        assert after.tests[0].stdout == "[]\n"
