@@ -225,26 +225,13 @@ def run_load_test(args: argparse.Namespace, backend_options: dict) -> None:
 
     from mucode.verifier.loadtest import run_load
 
-    port = 18000 + os.getpid() % 1000
-    env = {**os.environ, "MUCODE_MATH_WORKERS": str(args.math_workers),
-           "MUCODE_BACKEND_OPTIONS": json.dumps(backend_options)}
-    proc = subprocess.Popen([sys.executable, "-m", "mucode.verifier"], env={**env, "MUCODE_PORT": str(port),
-                                                                           "MUCODE_BACKEND": "docker"})
-    url = f"http://127.0.0.1:{port}"
+    service = Service(backend_options, args.math_workers)
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        report = asyncio.run(run_load(url, batch, rate_per_s=args.load_rate, duration_s=args.load_seconds,
+        report = asyncio.run(run_load(service.url, batch, rate_per_s=args.load_rate, duration_s=args.load_seconds,
                                       check=lambda item, result: result["status"] == item["want"],
-                                      server_pid=proc.pid))
+                                      server_pid=service.proc.pid))
     finally:
-        proc.terminate()
-        proc.wait(60)
+        service.close()
     print(f"\nload test ({args.load_rate:g} req/s x 4 items, {args.load_seconds:g} s): {report.summary()}")
     rss = report.rss_mb
     if rss:
