@@ -43,10 +43,12 @@ def build_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerFa
     # Merges may span words (the instruction repeated in every prompt collapses into a few tokens),
     # but digits, brackets and newlines stay single tokens, so answers and programs are sampled
     # piece by piece rather than memorised as one token each.
-    core.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r"[0-9(){}\[\]\n,.:*+\-/%=]"), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r"[0-9(){}\[\]\n,.:*+\-/%=]"), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -87,8 +89,12 @@ def build_model(tokenizer: PreTrainedTokenizerFast, hidden: int, layers: int) ->
 
 
 def warmup_batch(
-    problems: list[tuple[ToyProblem, list[int]]], tokenizer: PreTrainedTokenizerFast, rng: random.Random,
-    batch: int, p_correct: float, p_format: float,
+    problems: list[tuple[ToyProblem, list[int]]],
+    tokenizer: PreTrainedTokenizerFast,
+    rng: random.Random,
+    batch: int,
+    p_correct: float,
+    p_format: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     rows, targets = [], []
     for problem, prompt in rng.sample(problems, batch):
@@ -124,8 +130,13 @@ def quick_reward(problem: ToyProblem, response: str) -> float:
         return 0.0
     for stdin, expected in zip(spec["tests"]["inputs"], spec["tests"]["outputs"], strict=True):
         try:
-            run = subprocess.run([sys.executable, "-I", "-S", "-c", blocks[-1]], input=stdin, capture_output=True,
-                                 text=True, timeout=5)
+            run = subprocess.run(
+                [sys.executable, "-I", "-S", "-c", blocks[-1]],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
         except subprocess.TimeoutExpired:
             return 0.0
         if run.stdout.split() != expected.split():
@@ -136,32 +147,47 @@ def quick_reward(problem: ToyProblem, response: str) -> float:
 def evaluate(out: Path, samples: int, split: str) -> dict[str, float]:
     from mucode.rollout import make_engine
 
-    engine = make_engine("hf", str(out), temperature=1.0, max_new_tokens=64, seed=1, batch_size=256, device="cpu")
+    engine = make_engine(
+        "hf", str(out), temperature=1.0, max_new_tokens=64, seed=1, batch_size=256, device="cpu"
+    )
     tokenizer = AutoTokenizer.from_pretrained(out)
     figures = {}
     for task in ("math", "code"):
         problems = {p.record.prompt_id: p for p in toy_problems(task, split=split)}
         prompts = [(pid, render_prompt(tokenizer, p.record)) for pid, p in problems.items()]
-        rewards = [quick_reward(problems[s.prompt_id], s.response_text)
-                   for group in engine.generate(prompts, samples) for s in group]
+        rewards = [
+            quick_reward(problems[s.prompt_id], s.response_text)
+            for group in engine.generate(prompts, samples)
+            for s in group
+        ]
         figures[task] = sum(rewards) / len(rewards)
     engine.close()
     return figures
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "mucode/assets/tiny")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "mucode/assets/tiny"
+    )
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--p-correct", type=float, default=0.75, help="share of warm-up answers that are right")
-    parser.add_argument("--p-format", type=float, default=0.25, help="share of warm-up answers in the scored format")
+    parser.add_argument(
+        "--p-correct", type=float, default=0.75, help="share of warm-up answers that are right"
+    )
+    parser.add_argument(
+        "--p-format", type=float, default=0.25, help="share of warm-up answers in the scored format"
+    )
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)"
+    )
     parser.add_argument("--eval", action="store_true", help="measure the reward of the result (quick check)")
     parser.add_argument("--eval-only", action="store_true")
     parser.add_argument("--eval-samples", type=int, default=4)
@@ -175,18 +201,26 @@ def main() -> None:
         corpus = [r for p in everything for r in (p.correct, *p.wrong)]
         corpus += [unformatted(p.record.program, r) for p in everything for r in (p.correct, *p.wrong)]  # type: ignore[arg-type]
         tokenizer = build_tokenizer(corpus, args.vocab)  # a first pass only to render the chat template
-        corpus += [tokenizer.apply_chat_template(p.record.messages, tokenize=False, add_generation_prompt=True)
-                   for p in everything]
+        corpus += [
+            tokenizer.apply_chat_template(p.record.messages, tokenize=False, add_generation_prompt=True)
+            for p in everything
+        ]
         tokenizer = build_tokenizer(corpus, args.vocab)
         model = build_model(tokenizer, args.hidden, args.layers)
-        print(f"vocab {len(tokenizer)}, parameters {sum(p.numel() for p in model.parameters()):,}", flush=True)
+        print(
+            f"vocab {len(tokenizer)}, parameters {sum(p.numel() for p in model.parameters()):,}", flush=True
+        )
         encoded = [(p, render_prompt(tokenizer, p.record)) for p in train]
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-        schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, args.lr, total_steps=args.steps, pct_start=0.05)
+        schedule = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, args.lr, total_steps=args.steps, pct_start=0.05
+        )
         model.train()
         start = time.time()
         for step in range(1, args.steps + 1):
-            ids, labels, mask = warmup_batch(encoded, tokenizer, rng, args.batch, args.p_correct, args.p_format)
+            ids, labels, mask = warmup_batch(
+                encoded, tokenizer, rng, args.batch, args.p_correct, args.p_format
+            )
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             optimizer.zero_grad()
             loss.backward()
@@ -194,7 +228,10 @@ def main() -> None:
             optimizer.step()
             schedule.step()
             if step % 25 == 0 or step == args.steps:
-                print(f"step {step}/{args.steps} loss {loss.item():.3f} ({time.time() - start:.0f} s)", flush=True)
+                print(
+                    f"step {step}/{args.steps} loss {loss.item():.3f} ({time.time() - start:.0f} s)",
+                    flush=True,
+                )
         args.out.mkdir(parents=True, exist_ok=True)
         model.eval()
         model.save_pretrained(args.out)

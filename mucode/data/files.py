@@ -83,9 +83,7 @@ def hub_data_files(repo_id: str, split: str, *, revision: str | None = None) -> 
     chosen = select_split_files(files, split)
     if not chosen:
         raise FileNotFoundError(f"Hub data set {repo_id!r} has no {', '.join(DATA_SUFFIXES)} files")
-    return [
-        Path(hf_hub_download(repo_id, name, repo_type="dataset", revision=revision)) for name in chosen
-    ]
+    return [Path(hf_hub_download(repo_id, name, repo_type="dataset", revision=revision)) for name in chosen]
 
 
 def _json_rows(path: Path) -> Iterator[dict[str, Any]]:

@@ -110,7 +110,12 @@ def load_task_set(
         summary = ", ".join(f"{reason}: {n}" for reason, n in sorted(task_set.dropped.items()))
         logger.info(
             "%s (%s, split %s): kept %d records, dropped %d (%s)",
-            source, schema_name, split, len(task_set.records), task_set.num_dropped, summary,
+            source,
+            schema_name,
+            split,
+            len(task_set.records),
+            task_set.num_dropped,
+            summary,
         )
     if not task_set.records:
         raise ValueError(f"data source {source!r} gave no usable records (dropped: {dict(task_set.dropped)})")

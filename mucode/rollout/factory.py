@@ -53,7 +53,9 @@ def _build_vllm(model_path: str, *, device: str, **options: Any) -> RolloutEngin
 
     model_path = resolve_model_path(model_path)
     if device not in ("auto", "cuda"):
-        logger.warning("the vllm engine chooses its GPUs itself (CUDA_VISIBLE_DEVICES); device=%r ignored", device)
+        logger.warning(
+            "the vllm engine chooses its GPUs itself (CUDA_VISIBLE_DEVICES); device=%r ignored", device
+        )
     return VLLMEngine(model_path, **options)
 
 

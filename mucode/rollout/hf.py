@@ -91,7 +91,9 @@ class HFEngine:
         if top_p < 1.0 or top_k > 0:
             logger.warning(
                 "top_p=%s top_k=%s: the behaviour log-probs are the full-vocabulary ones at the temperature "
-                "(the trainer's), not those of the truncated sampling distribution", top_p, top_k,
+                "(the trainer's), not those of the truncated sampling distribution",
+                top_p,
+                top_k,
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -101,7 +103,9 @@ class HFEngine:
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.device = next(model.parameters()).device
-        self.stop_token_ids = sorted(set(stop_token_ids if stop_token_ids is not None else _stop_ids(model, tokenizer)))
+        self.stop_token_ids = sorted(
+            set(stop_token_ids if stop_token_ids is not None else _stop_ids(model, tokenizer))
+        )
         if not self.stop_token_ids:
             raise ValueError("no stop token: the tokenizer has no eos_token; pass stop_token_ids=[...]")
         pad = getattr(tokenizer, "pad_token_id", None)
@@ -122,7 +126,9 @@ class HFEngine:
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         return cls(model.to(torch_device), tokenizer, **options)
 
-    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
+    def generate(
+        self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
+    ) -> Iterator[list[Sample]]:
         if samples_per_prompt < 1:
             raise ValueError(f"samples_per_prompt must be >= 1, got {samples_per_prompt}")
         rows = [(p, s) for p in range(len(prompts)) for s in range(samples_per_prompt)]
@@ -161,7 +167,9 @@ class HFEngine:
         stop = torch.as_tensor(self.stop_token_ids, device=self.device)
 
         prefill: dict[str, Any] = {"logits_to_keep": 1} if self._keeps_last_logits else {}
-        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, **prefill)
+        out = self.model(
+            input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, **prefill
+        )
         cache, logits = out.past_key_values, out.logits[:, -1, :]
         next_position = positions[:, -1] + 1
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)
@@ -178,7 +186,9 @@ class HFEngine:
             done |= stopped
             if bool(done.all()) or step + 1 == self.max_new_tokens:
                 break
-            attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1)
+            attention = torch.cat(
+                [attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1
+            )
             out = self.model(
                 input_ids=token[:, None],
                 attention_mask=attention,
@@ -213,8 +223,10 @@ class HFEngine:
 
 def _stop_ids(model: Any, tokenizer: Any) -> list[int]:
     ids: list[int] = []
-    for value in (getattr(tokenizer, "eos_token_id", None),
-                  getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+    for value in (
+        getattr(tokenizer, "eos_token_id", None),
+        getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+    ):
         if isinstance(value, int):
             ids.append(value)
         elif isinstance(value, list | tuple):

@@ -97,8 +97,12 @@ def response_logprobs(
         attention[row, width_p - len(prompt) : width_p + len(response)] = 1
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     ids, attention, positions = ids.to(device), attention.to(device), positions.to(device)
-    kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attention, "position_ids": positions,
-                              "use_cache": False}
+    kwargs: dict[str, Any] = {
+        "input_ids": ids,
+        "attention_mask": attention,
+        "position_ids": positions,
+        "use_cache": False,
+    }
     if accepts_logits_to_keep(model):
         kwargs["logits_to_keep"] = width_r + 1
     logits = model(**kwargs).logits

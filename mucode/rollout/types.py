@@ -32,7 +32,9 @@ class Sample:
 class RolloutEngine(Protocol):
     """A sampler holding a frozen behaviour policy."""
 
-    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
+    def generate(
+        self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
+    ) -> Iterator[list[Sample]]:
         """Sample ``samples_per_prompt`` responses for each ``(prompt_id, prompt token ids)``.
 
         Yields each finished group (all samples of one prompt, ``sample_index`` order) as soon as

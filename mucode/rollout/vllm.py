@@ -89,8 +89,12 @@ def group_from_output(prompt_id: str, prompt_ids: list[int], output: Any) -> lis
     for position, completion in enumerate(output.outputs):
         tokens = [int(t) for t in completion.token_ids]
         if completion.logprobs is None or len(completion.logprobs) < len(tokens):
-            raise RuntimeError("vLLM returned no log-prob for some sampled tokens; SamplingParams needs logprobs=0")
-        logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs, tokens, strict=False)]
+            raise RuntimeError(
+                "vLLM returned no log-prob for some sampled tokens; SamplingParams needs logprobs=0"
+            )
+        logprobs = [
+            float(step[token].logprob) for step, token in zip(completion.logprobs, tokens, strict=False)
+        ]
         index = getattr(completion, "index", position)
         samples.append(
             Sample(
@@ -154,7 +158,9 @@ def _replica_main(replica: int, gpus: list[str], settings: dict[str, Any], tasks
             outputs = llm.generate(
                 [TokensPrompt(prompt_token_ids=ids) for _, ids in items], params, use_tqdm=False
             )
-            groups = [group_from_output(pid, ids, out) for (pid, ids), out in zip(items, outputs, strict=True)]
+            groups = [
+                group_from_output(pid, ids, out) for (pid, ids), out in zip(items, outputs, strict=True)
+            ]
             results.put(("groups", replica, groups))
     except BaseException:  # report every failure to the parent, which raises it
         results.put(("error", replica, traceback.format_exc()))
@@ -191,15 +197,24 @@ class VLLMEngine:
             logger.warning(
                 "top_p=%s top_k=%s: vLLM's log-probs are renormalised over the kept tokens and differ from the "
                 "trainer's full-vocabulary log-probs, so ratios are biased; use top_p=1, top_k=-1 for exact ratios",
-                top_p, top_k,
+                top_p,
+                top_k,
             )
         if dtype in ("fp32", "bf16", "fp16"):
             dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[dtype]
         self.settings = VLLMSettings(
-            model_path=model_path, temperature=temperature, top_p=top_p, top_k=top_k,
-            max_new_tokens=max_new_tokens, seed=seed, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-            enforce_eager=enforce_eager, engine_kwargs=dict(engine_kwargs or {}),
+            model_path=model_path,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            enforce_eager=enforce_eager,
+            engine_kwargs=dict(engine_kwargs or {}),
         )
         self.batch_size = batch_size
         gpus = visible_gpus()
@@ -244,7 +259,9 @@ class VLLMEngine:
                 if waited >= timeout_s:
                     raise TimeoutError(f"no answer from the vLLM replicas in {timeout_s:.0f} s") from None
 
-    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
+    def generate(
+        self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
+    ) -> Iterator[list[Sample]]:
         if not self._replicas:
             raise RuntimeError("the vllm engine is closed")
         chunks = [prompts[i : i + self.batch_size] for i in range(0, len(prompts), self.batch_size)]

@@ -24,7 +24,10 @@ def _cc_row(name: str, description: str = "Print the sum.", **overrides: object)
         "generated_tests": {"input": ["7 1\n"], "output": ["8\n"]},
         "source": 2,
         "difficulty": 7,
-        "solutions": {"language": [2, 3], "solution": ["int main(){}", "print(sum(map(int,input().split())))"]},
+        "solutions": {
+            "language": [2, 3],
+            "solution": ["int main(){}", "print(sum(map(int,input().split())))"],
+        },
         "incorrect_solutions": {"language": [], "solution": []},
         "cf_contest_id": 1,
         "cf_index": "A",
@@ -56,8 +59,12 @@ def test_code_contests_keeps_all_tests_and_limits_and_counts_what_it_drops(tmp_p
         _cc_row("fileio2", description="Read the data from input.txt and write to output.txt."),
         _cc_row("interactive", description="This is an interactive problem. Flush after each query."),
         _cc_row("several", description="Print the array. If there are multiple answers, print any of them."),
-        _cc_row("notests", public_tests={"input": [], "output": []}, private_tests={"input": [], "output": []},
-                generated_tests={"input": [], "output": []}),
+        _cc_row(
+            "notests",
+            public_tests={"input": [], "output": []},
+            private_tests={"input": [], "output": []},
+            generated_tests={"input": [], "output": []},
+        ),
         _cc_row("nolimits", time_limit=None, memory_limit_bytes=0),
     ]
     path = _write_parquet(tmp_path / "cc" / "train-00000-of-00001.parquet", rows)
@@ -65,12 +72,18 @@ def test_code_contests_keeps_all_tests_and_limits_and_counts_what_it_drops(tmp_p
     assert task_set.schema == "code_contests"
     assert [r.prompt_id for r in task_set.records] == ["good", "nolimits"]
     assert dict(task_set.dropped) == {
-        "python2_only": 1, "file_io": 2, "interactive": 1, "multiple_answers": 1, "no_tests": 1,
+        "python2_only": 1,
+        "file_io": 2,
+        "interactive": 1,
+        "multiple_answers": 1,
+        "no_tests": 1,
     }
     good = task_set.records[0]
     assert good.program == "code"
     assert good.spec["tests"] == {
-        "format": "stdio", "inputs": ["1 2\n", "5 5\n", "0 0\n", "7 1\n"], "outputs": ["3\n", "10\n", "0\n", "8\n"],
+        "format": "stdio",
+        "inputs": ["1 2\n", "5 5\n", "0 0\n", "7 1\n"],
+        "outputs": ["3\n", "10\n", "0\n", "8\n"],
     }
     assert good.spec["time_limit_s"] == pytest.approx(2.5)
     assert good.spec["memory_limit_mb"] == 256
@@ -86,13 +99,21 @@ def test_code_contests_options(tmp_path: Path) -> None:
         _cc_row("cpp_only", solutions={"language": [2], "solution": ["int main(){}"]}),
     ]
     path = _write_parquet(tmp_path / "cc.parquet", rows)
-    kept = load_tasks(str(path), "code", drop_multiple_answers=False, max_tests=2, instruction="Go.",
-                      system_prompt="You code.")
+    kept = load_tasks(
+        str(path),
+        "code",
+        drop_multiple_answers=False,
+        max_tests=2,
+        instruction="Go.",
+        system_prompt="You code.",
+    )
     assert [r.prompt_id for r in kept] == ["several", "cpp_only"]
     assert kept[0].meta["multiple_answers"] is True
     assert kept[0].spec["tests"]["inputs"] == ["1 2\n", "5 5\n"]
-    assert kept[0].messages == [{"role": "system", "content": "You code."},
-                                {"role": "user", "content": "If there are several answers, output any of them.\n\nGo."}]
+    assert kept[0].messages == [
+        {"role": "system", "content": "You code."},
+        {"role": "user", "content": "If there are several answers, output any of them.\n\nGo."},
+    ]
     strict = load_task_set(str(path), "code", drop_multiple_answers=False, require_python3_solution=True)
     assert [r.prompt_id for r in strict.records] == ["several"]
     assert strict.dropped == {"no_python3_solution": 1}
@@ -117,8 +138,10 @@ def test_split_file_selection() -> None:
 
 
 def test_deepscaler_style_json_array(tmp_path: Path) -> None:
-    rows = [{"problem": "What is $1+1$?", "answer": "2", "solution": "..."},
-            {"problem": "Compute $3^2$.", "answer": "9", "solution": "..."}]
+    rows = [
+        {"problem": "What is $1+1$?", "answer": "2", "solution": "..."},
+        {"problem": "Compute $3^2$.", "answer": "9", "solution": "..."},
+    ]
     (tmp_path / "deepscaler.json").write_text(json.dumps(rows))
     records = load_tasks(str(tmp_path), "math")
     assert [r.spec for r in records] == [{"answer": "2"}, {"answer": "9"}]
@@ -129,8 +152,12 @@ def test_deepscaler_style_json_array(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "rows", "first_answer"),
-    [("math500.jsonl", 500, "\\left( 3, \\frac{\\pi}{2} \\right)"), ("aime24.json", 30, None),
-     ("aime25.json", 30, None), ("amc23.json", 40, None)],
+    [
+        ("math500.jsonl", 500, "\\left( 3, \\frac{\\pi}{2} \\right)"),
+        ("aime24.json", 30, None),
+        ("aime25.json", 30, None),
+        ("amc23.json", 40, None),
+    ],
 )
 def test_shared_math_copies_load(name: str, rows: int, first_answer: str | None) -> None:
     path = SHARED_MATH / name
@@ -144,13 +171,15 @@ def test_shared_math_copies_load(name: str, rows: int, first_answer: str | None)
 
 
 def test_verl_parquet_math_and_code(tmp_path: Path) -> None:
-    math_rows = [{
-        "data_source": "DigitalLearningGmbH/MATH-lighteval",
-        "prompt": [{"role": "user", "content": "What is 2+3? Let's think step by step."}],
-        "ability": "math",
-        "reward_model": {"style": "rule", "ground_truth": "5"},
-        "extra_info": {"split": "train", "index": 7},
-    }]
+    math_rows = [
+        {
+            "data_source": "DigitalLearningGmbH/MATH-lighteval",
+            "prompt": [{"role": "user", "content": "What is 2+3? Let's think step by step."}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "5"},
+            "extra_info": {"split": "train", "index": 7},
+        }
+    ]
     path = _write_parquet(tmp_path / "math.parquet", math_rows)
     (record,) = load_tasks(str(path), "math")
     assert record.prompt_id == "DigitalLearningGmbH/MATH-lighteval-7"
@@ -160,10 +189,20 @@ def test_verl_parquet_math_and_code(tmp_path: Path) -> None:
     truth_stdio = json.dumps({"inputs": ["1\n"], "outputs": ["2\n"]})
     truth_call = json.dumps({"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]})
     code_rows = [
-        {"data_source": "codecontests", "prompt": [{"role": "user", "content": "Add one."}], "ability": "code",
-         "reward_model": {"style": "rule", "ground_truth": truth_stdio}, "extra_info": {"index": 0}},
-        {"data_source": "leetcode", "prompt": [{"role": "user", "content": "def add(a, b)"}], "ability": "code",
-         "reward_model": {"style": "rule", "ground_truth": truth_call}, "extra_info": {"index": 1}},
+        {
+            "data_source": "codecontests",
+            "prompt": [{"role": "user", "content": "Add one."}],
+            "ability": "code",
+            "reward_model": {"style": "rule", "ground_truth": truth_stdio},
+            "extra_info": {"index": 0},
+        },
+        {
+            "data_source": "leetcode",
+            "prompt": [{"role": "user", "content": "def add(a, b)"}],
+            "ability": "code",
+            "reward_model": {"style": "rule", "ground_truth": truth_call},
+            "extra_info": {"index": 1},
+        },
     ]
     path = _write_parquet(tmp_path / "code.parquet", code_rows)
     stdio, call = load_tasks(str(path), "code")
@@ -173,12 +212,18 @@ def test_verl_parquet_math_and_code(tmp_path: Path) -> None:
 
 def test_mucode_native_jsonl(tmp_path: Path) -> None:
     spec = {"tests": {"format": "assert", "assert_code": "assert f() == 1", "entry_point": "f"}}
-    rows = [{"prompt_id": "p1", "prompt": "Write f.", "program": "code", "spec": spec},
-            {"messages": [{"role": "user", "content": "2+2?"}], "spec": {"answer": 4}, "program": "math"}]
+    rows = [
+        {"prompt_id": "p1", "prompt": "Write f.", "program": "code", "spec": spec},
+        {"messages": [{"role": "user", "content": "2+2?"}], "spec": {"answer": 4}, "program": "math"},
+    ]
     path = tmp_path / "mine.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     first, second = load_tasks(str(path), "code")
-    assert (first.prompt_id, first.spec, first.messages) == ("p1", spec, [{"role": "user", "content": "Write f."}])
+    assert (first.prompt_id, first.spec, first.messages) == (
+        "p1",
+        spec,
+        [{"role": "user", "content": "Write f."}],
+    )
     assert second.program == "math" and second.spec == {"answer": 4}
 
 

@@ -24,7 +24,9 @@ def test_render_prompt_applies_the_chat_template(tokenizer) -> None:  # type: ig
 
 
 def test_template_override_and_missing_template(tokenizer) -> None:  # type: ignore[no-untyped-def]
-    record = TaskRecord(prompt_id="p", messages=[{"role": "user", "content": "hi"}], program="math", spec={"answer": "1"})
+    record = TaskRecord(
+        prompt_id="p", messages=[{"role": "user", "content": "hi"}], program="math", spec={"answer": "1"}
+    )
     plain = render_prompt(tokenizer, record, chat_template="Q: {{ messages[-1]['content'] }}\nA:")
     assert tokenizer.decode(plain) == "Q: hi\nA:"
     saved = tokenizer.chat_template

@@ -16,13 +16,16 @@ _FENCE_START = "```python\n"
 def _run(response: str, stdin: str) -> str:
     assert response.startswith(_FENCE_START) and response.endswith("\n```")
     program = response[len(_FENCE_START) : -len("\n```")]
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", program], input=stdin, capture_output=True, text=True,
-                          timeout=10)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", program], input=stdin, capture_output=True, text=True, timeout=10
+    )
     return done.stdout
 
 
 def _passes(response: str, tests: dict) -> bool:
-    return all(_run(response, i).split() == o.split() for i, o in zip(tests["inputs"], tests["outputs"], strict=True))
+    return all(
+        _run(response, i).split() == o.split() for i, o in zip(tests["inputs"], tests["outputs"], strict=True)
+    )
 
 
 def test_toy_splits_are_disjoint_and_ids_unique() -> None:

@@ -24,7 +24,9 @@ def _one_torch_thread() -> Iterator[None]:
 def tiny() -> tuple[Any, Any]:
     """The embedded tiny policy (float32, CPU) and its tokenizer."""
     path = tiny_policy_path()
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(path)
+    return AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32
+    ).eval(), AutoTokenizer.from_pretrained(path)
 
 
 @pytest.fixture(scope="session")

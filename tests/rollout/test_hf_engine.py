@@ -14,14 +14,21 @@ from mucode.rollout.hf import filter_logits
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_behaviour_logprobs_equal_recomputed_logprobs(tiny: tuple[Any, Any], toy_prompts: list, temperature: float) -> None:
+def test_behaviour_logprobs_equal_recomputed_logprobs(
+    tiny: tuple[Any, Any], toy_prompts: list, temperature: float
+) -> None:
     model, tokenizer = tiny
     engine = HFEngine(model, tokenizer, temperature=temperature, max_new_tokens=24, seed=3, batch_size=4)
     samples = [s for group in engine.generate(toy_prompts, 3) for s in group]
     assert len(samples) == 18
     # recompute in one batch with a different padding layout than any generation batch
-    out = response_logprobs(model, [s.prompt_token_ids for s in samples], [s.response_token_ids for s in samples],
-                            temperature, pad_token_id=tokenizer.pad_token_id)
+    out = response_logprobs(
+        model,
+        [s.prompt_token_ids for s in samples],
+        [s.response_token_ids for s in samples],
+        temperature,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     for row, sample in enumerate(samples):
         behaviour = torch.tensor(sample.behaviour_logprobs)
         assert len(behaviour) == len(sample.response_token_ids) == int(out.mask[row].sum())
@@ -33,7 +40,9 @@ def test_behaviour_logprobs_equal_recomputed_logprobs(tiny: tuple[Any, Any], toy
     single = samples[5]
     torch.testing.assert_close(
         sequence_logprobs(model, single.prompt_token_ids, single.response_token_ids, temperature).detach(),
-        torch.tensor(single.behaviour_logprobs), atol=1e-4, rtol=0,
+        torch.tensor(single.behaviour_logprobs),
+        atol=1e-4,
+        rtol=0,
     )
 
 
@@ -64,7 +73,8 @@ def test_groups_stream_out_before_the_rest_is_generated(tiny: tuple[Any, Any], t
     model, tokenizer = tiny
     prefills = []
     hook = model.register_forward_hook(
-        lambda module, args, kwargs, output: prefills.append(kwargs["input_ids"].shape[1] > 1), with_kwargs=True
+        lambda module, args, kwargs, output: prefills.append(kwargs["input_ids"].shape[1] > 1),
+        with_kwargs=True,
     )
     try:
         engine = HFEngine(model, tokenizer, max_new_tokens=8, seed=0, batch_size=2)
@@ -122,8 +132,14 @@ def test_filter_logits_matches_a_brute_force_nucleus() -> None:
 
 def test_response_logprobs_backpropagates_through_padding(tiny: tuple[Any, Any]) -> None:
     model, tokenizer = tiny
-    out = response_logprobs(model, [[5, 6, 7, 8, 9], [5]], [[10, 11], [12, 13, 14, 15]], 1.0,
-                            pad_token_id=tokenizer.pad_token_id, with_entropy=True)
+    out = response_logprobs(
+        model,
+        [[5, 6, 7, 8, 9], [5]],
+        [[10, 11], [12, 13, 14, 15]],
+        1.0,
+        pad_token_id=tokenizer.pad_token_id,
+        with_entropy=True,
+    )
     assert out.mask.tolist() == [[True, True, False, False], [True, True, True, True]]
     assert out.entropy is not None and bool((out.entropy[out.mask] > 0).all())
     (out.logprobs.sum() + out.entropy.sum()).backward()
@@ -150,8 +166,13 @@ def test_hf_engine_on_gpu_matches_recomputed_logprobs(toy_prompts: list, dtype: 
     assert isinstance(engine, HFEngine)
     samples = [s for g in engine.generate(toy_prompts, 4) for s in g]
     with torch.no_grad():
-        out = response_logprobs(engine.model, [s.prompt_token_ids for s in samples],
-                                [s.response_token_ids for s in samples], 1.0, pad_token_id=engine.pad_token_id)
+        out = response_logprobs(
+            engine.model,
+            [s.prompt_token_ids for s in samples],
+            [s.response_token_ids for s in samples],
+            1.0,
+            pad_token_id=engine.pad_token_id,
+        )
     tolerance = 1e-4 if dtype == "float32" else 5e-2  # bf16 matmuls differ between cached and full passes
     for row, sample in enumerate(samples):
         behaviour = torch.tensor(sample.behaviour_logprobs, device="cuda")

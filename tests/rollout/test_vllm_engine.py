@@ -19,10 +19,22 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
 def test_requests_ask_for_the_sampled_tokens_logprob_after_temperature() -> None:
-    settings = VLLMSettings(model_path="m", temperature=0.6, max_new_tokens=99, seed=5, tensor_parallel_size=2,
-                            engine_kwargs={"max_num_seqs": 512})
-    assert sampling_kwargs(settings, 8) == {"n": 8, "temperature": 0.6, "top_p": 1.0, "top_k": -1,
-                                            "max_tokens": 99, "logprobs": 0}
+    settings = VLLMSettings(
+        model_path="m",
+        temperature=0.6,
+        max_new_tokens=99,
+        seed=5,
+        tensor_parallel_size=2,
+        engine_kwargs={"max_num_seqs": 512},
+    )
+    assert sampling_kwargs(settings, 8) == {
+        "n": 8,
+        "temperature": 0.6,
+        "top_p": 1.0,
+        "top_k": -1,
+        "max_tokens": 99,
+        "logprobs": 0,
+    }
     kwargs = llm_kwargs(settings, replica=1)
     assert kwargs["logprobs_mode"] == "processed_logprobs"
     assert (kwargs["seed"], kwargs["tensor_parallel_size"], kwargs["max_num_seqs"]) == (6, 2, 512)
@@ -35,18 +47,38 @@ def _logprob(value: float) -> SimpleNamespace:
 def test_request_output_becomes_a_group() -> None:
     # shaped as vllm.outputs.RequestOutput / CompletionOutput; logprobs: one {token_id: Logprob} per position
     completions = [
-        SimpleNamespace(index=1, text="b", token_ids=[7, 2], finish_reason="stop",
-                        logprobs=[{7: _logprob(-0.5)}, {2: _logprob(-0.25)}]),
-        SimpleNamespace(index=0, text="aaa", token_ids=(5, 5, 5), finish_reason="length",
-                        logprobs=[{5: _logprob(-1.0), 9: _logprob(-0.1)}, {5: _logprob(-2.0)}, {5: _logprob(-3.0)}]),
+        SimpleNamespace(
+            index=1,
+            text="b",
+            token_ids=[7, 2],
+            finish_reason="stop",
+            logprobs=[{7: _logprob(-0.5)}, {2: _logprob(-0.25)}],
+        ),
+        SimpleNamespace(
+            index=0,
+            text="aaa",
+            token_ids=(5, 5, 5),
+            finish_reason="length",
+            logprobs=[{5: _logprob(-1.0), 9: _logprob(-0.1)}, {5: _logprob(-2.0)}, {5: _logprob(-3.0)}],
+        ),
     ]
     group = group_from_output("p", [1, 2, 3], SimpleNamespace(outputs=completions))
     assert [s.sample_index for s in group] == [0, 1]
     first, second = group
-    assert (first.response_token_ids, first.behaviour_logprobs, first.finish_reason) == ([5, 5, 5], [-1.0, -2.0, -3.0], "length")
-    assert (second.response_token_ids, second.behaviour_logprobs, second.finish_reason) == ([7, 2], [-0.5, -0.25], "stop")
+    assert (first.response_token_ids, first.behaviour_logprobs, first.finish_reason) == (
+        [5, 5, 5],
+        [-1.0, -2.0, -3.0],
+        "length",
+    )
+    assert (second.response_token_ids, second.behaviour_logprobs, second.finish_reason) == (
+        [7, 2],
+        [-0.5, -0.25],
+        "stop",
+    )
     assert first.prompt_token_ids == [1, 2, 3] and second.response_text == "b"
-    missing = SimpleNamespace(outputs=[SimpleNamespace(index=0, text="", token_ids=[1], finish_reason="stop", logprobs=None)])
+    missing = SimpleNamespace(
+        outputs=[SimpleNamespace(index=0, text="", token_ids=[1], finish_reason="stop", logprobs=None)]
+    )
     with pytest.raises(RuntimeError, match="logprobs=0"):
         group_from_output("p", [1], missing)
 
@@ -65,18 +97,37 @@ def test_vllm_logprobs_match_the_trainer_and_close_frees_the_gpu(caplog: pytest.
 
     path = tiny_policy_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
-    prompts = render_prompts(tokenizer, load_tasks("toy", "math", limit=4) + load_tasks("toy", "code", limit=4))
-    engine = make_engine("vllm", "tiny", temperature=0.8, max_new_tokens=32, dtype="float32", batch_size=3,
-                         gpu_memory_utilization=0.3, enforce_eager=True)
+    prompts = render_prompts(
+        tokenizer, load_tasks("toy", "math", limit=4) + load_tasks("toy", "code", limit=4)
+    )
+    engine = make_engine(
+        "vllm",
+        "tiny",
+        temperature=0.8,
+        max_new_tokens=32,
+        dtype="float32",
+        batch_size=3,
+        gpu_memory_utilization=0.3,
+        enforce_eager=True,
+    )
     groups = list(engine.generate(prompts, 4))
     replicas: list[Any] = list(engine._replicas)  # noqa: SLF001 - checking that the processes end
     engine.close()
     assert all(not p.is_alive() for p in replicas)
     samples = [s for g in groups for s in g]
+    stopped = [s for s in samples if s.finish_reason == "stop"]
+    assert stopped and all(
+        s.response_token_ids[-1] == tokenizer.eos_token_id for s in stopped
+    )  # EOS kept, as hf
     assert sorted({s.prompt_id for s in samples}) == sorted(pid for pid, _ in prompts) and len(samples) == 32
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    out = response_logprobs(model, [s.prompt_token_ids for s in samples], [s.response_token_ids for s in samples], 0.8,
-                            pad_token_id=tokenizer.pad_token_id)
+    out = response_logprobs(
+        model,
+        [s.prompt_token_ids for s in samples],
+        [s.response_token_ids for s in samples],
+        0.8,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     for row, sample in enumerate(samples):
         behaviour = torch.tensor(sample.behaviour_logprobs)
         torch.testing.assert_close(out.logprobs[row, : len(behaviour)].detach(), behaviour, atol=2e-3, rtol=0)
