@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mucode.eval.store import RunStore
+from mucode.eval.store import RunStore, prompt_key
 
 __all__ = ["Prompt", "generate_responses", "read_samples_file", "render_prompt_ids"]
 
@@ -58,9 +58,10 @@ def generate_responses(
     as it is saved (the evaluators start verifying it while generation goes on).
     """
     say = progress or (lambda _msg: None)
+    keys = {pid: prompt_key(prompt) for pid, prompt in prompts.items()}
     by_need: dict[int, list[str]] = {}
     for problem_id in prompts:
-        need = n - len(store.responses(problem_id, n))
+        need = n - len(store.responses(problem_id, n, keys[problem_id]))
         if need > 0:
             by_need.setdefault(need, []).append(problem_id)
     total = sum(len(ids) for ids in by_need.values())
@@ -72,14 +73,14 @@ def generate_responses(
         for group in engine.generate(rendered, need):
             ordered = sorted(group, key=lambda s: s.sample_index)
             problem_id, texts = ordered[0].prompt_id, [s.response_text for s in ordered]
-            first_index = len(store.responses(problem_id, n))
-            store.add_samples(problem_id, texts)
+            first_index = len(store.responses(problem_id, n, keys[problem_id]))
+            store.add_samples(problem_id, texts, keys[problem_id])
             if on_group is not None:
                 on_group(problem_id, first_index, texts)
             done += 1
             if done % 10 == 0 or done == total:
                 say(f"generated {done}/{total} problems")
-    return {pid: store.responses(pid, n) for pid in prompts}
+    return {pid: store.responses(pid, n, keys[pid]) for pid in prompts}
 
 
 def read_samples_file(path: str | Path, id_key: str | tuple[str, ...] = "id") -> dict[str, list[str]]:

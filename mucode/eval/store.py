@@ -3,8 +3,9 @@
 Layout under `<run_dir>/<benchmark>/`:
 - `manifest.json`: the settings that make generated samples comparable (model, prompt style,
   sampling settings, …). Resuming with different settings is refused instead of mixing samples.
-- `samples.jsonl`: one line per generated sample `{"id", "index", "response"}`, appended as each
-  group of samples finishes.
+- `samples.jsonl`: one line per generated sample `{"id", "index", "prompt", "response"}`, appended
+  as each group of samples finishes. `prompt` fingerprints the prompt the sample answers; a sample
+  is reused only for the same prompt (a problem whose text or id mapping changed is sampled anew).
 - `verdicts.jsonl`: one line per verified part of a sample `{"id", "index", "part", "sha",
   "reward", "status"}`, appended after each verified chunk. `sha` fingerprints the exact item sent
   to the verifier (program, response, spec); a verdict is reused for any identical item, and
@@ -21,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INFRA_STATUSES", "RunStore", "StoreMismatch", "item_sha"]
+__all__ = ["INFRA_STATUSES", "RunStore", "StoreMismatch", "item_sha", "prompt_key"]
 
 INFRA_STATUSES = frozenset({"verifier_error", "sandbox_error"})
 """Verifier statuses that say nothing about the response: never a score, never cached."""
@@ -37,9 +38,20 @@ def item_sha(item: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
+def prompt_key(prompt: object) -> str:
+    """A fingerprint of a prompt (chat messages or text), to tie cached samples to it."""
+    return hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
+    with path.open("rb+") as handle:  # end a line torn by a crash, so the next append starts clean
+        handle.seek(0, 2)
+        if handle.tell() > 0:
+            handle.seek(-1, 2)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
@@ -56,7 +68,7 @@ class RunStore:
 
     def __init__(self, root: Path | None, manifest: dict[str, Any]) -> None:
         self.root = root
-        self.samples: dict[str, dict[int, str]] = {}
+        self.samples: dict[tuple[str, str], dict[int, str]] = {}
         self._verdicts: dict[str, dict[str, Any]] = {}
         if root is None:
             return
@@ -75,7 +87,8 @@ class RunStore:
         else:
             manifest_path.write_text(json.dumps(wanted, indent=2, sort_keys=True))
         for row in _read_jsonl(root / "samples.jsonl"):
-            self.samples.setdefault(str(row["id"]), {})[int(row["index"])] = row["response"]
+            key = (str(row["id"]), str(row.get("prompt", "")))
+            self.samples.setdefault(key, {})[int(row["index"])] = row["response"]
         for row in _read_jsonl(root / "verdicts.jsonl"):
             if row.get("status") not in INFRA_STATUSES and "sha" in row:
                 self._verdicts[str(row["sha"])] = row
@@ -88,19 +101,19 @@ class RunStore:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             handle.flush()
 
-    def add_samples(self, problem_id: str, responses: list[str]) -> None:
-        """Record newly generated responses of a problem (indices continue after the cached ones)."""
-        have = self.samples.setdefault(problem_id, {})
+    def add_samples(self, problem_id: str, responses: list[str], prompt_key: str = "") -> None:
+        """Record newly generated responses of a problem's prompt (indices continue after the cached ones)."""
+        have = self.samples.setdefault((problem_id, prompt_key), {})
         rows = []
         for response in responses:
             index = len(have)
             have[index] = response
-            rows.append({"id": problem_id, "index": index, "response": response})
+            rows.append({"id": problem_id, "index": index, "prompt": prompt_key, "response": response})
         self._append("samples.jsonl", rows)
 
-    def responses(self, problem_id: str, n: int) -> list[str]:
-        """The first n cached responses of a problem (fewer if fewer are cached)."""
-        have = self.samples.get(problem_id, {})
+    def responses(self, problem_id: str, n: int, prompt_key: str = "") -> list[str]:
+        """The first n cached responses to this prompt of a problem (fewer if fewer are cached)."""
+        have = self.samples.get((problem_id, prompt_key), {})
         return [have[i] for i in range(n) if i in have]
 
     def verdict(self, sha: str) -> dict[str, Any] | None:

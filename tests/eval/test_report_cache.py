@@ -47,3 +47,23 @@ def test_a_fully_cached_run_starts_no_verifier(tmp_path: Path) -> None:
         verdicts[("p", 1, "main")]["status"] == "correct"
         and verdicts[("q", 0, "main")]["status"] == "no_code"
     )
+
+
+def test_samples_are_reused_only_for_the_same_prompt_and_torn_lines_are_ignored(tmp_path: Path) -> None:
+    from mucode.eval.store import RunStore, StoreMismatch, prompt_key
+
+    old, new = (
+        prompt_key([{"role": "user", "content": "2+2?"}]),
+        prompt_key([{"role": "user", "content": "2+3?"}]),
+    )
+    store = RunStore(tmp_path, {"benchmark": "x", "model": "a"})
+    store.add_samples("p", ["r0", "r1"], old)
+    with (tmp_path / "samples.jsonl").open("a") as handle:
+        handle.write('{"id": "p", "index": 2, "prom')  # a crash mid-line
+    again = RunStore(tmp_path, {"benchmark": "x", "model": "a"})
+    assert again.responses("p", 4, old) == ["r0", "r1"]
+    assert again.responses("p", 4, new) == []  # the problem's prompt changed: sample it anew
+    again.add_samples("p", ["r2"], old)
+    assert RunStore(tmp_path, {"benchmark": "x", "model": "a"}).responses("p", 4, old) == ["r0", "r1", "r2"]
+    with pytest.raises(StoreMismatch, match="model"):
+        RunStore(tmp_path, {"benchmark": "x", "model": "b"})
