@@ -63,7 +63,16 @@ class Verifier:
         return "sandbox" in self.registry.needs() or self.settings.run_code
 
     async def start(self) -> None:
-        """Starts what the registered programs need: the sandbox pool, the math workers."""
+        """Starts what the registered programs need: the sandbox pool, the math workers.
+
+        If any part fails to start, what did start is stopped again before the error propagates."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_items)
         needs = self.registry.needs()
         if self.ctx.sandbox is None and self.needs_sandbox:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 
@@ -75,3 +76,25 @@ def test_openapi_documents_the_contract_with_examples(math_url: str) -> None:
     examples = schemas["VerifyRequest"]["examples"][0]["items"]
     assert {e["spec"].get("tests", {}).get("format") for e in examples} >= {"stdio", "call", "assert"}
     assert "422" in spec["paths"]["/v1/verify"]["post"]["responses"]
+
+
+def test_a_failed_start_stops_what_started_and_says_why() -> None:
+    import os
+
+    import pytest
+
+    from mucode.verifier.loadtest import _tree
+    from mucode.verifier.local import local_verifier
+
+    before = set(_tree(os.getpid()))
+    # The local sandbox starts (a jailed executor process), then the math workers cannot start
+    # (1 MB of address space): the service must stop the sandbox again and report the failure.
+    with pytest.raises(RuntimeError, match="did not start"), local_verifier(
+        "local", programs=["math", "code"], math_workers=1, math_memory_limit_mb=1,
+        backend_options={"slots": 1, "uid_base": 62000}, start_timeout_s=120,
+    ):
+        pass
+    deadline = time.monotonic() + 10
+    while set(_tree(os.getpid())) - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not set(_tree(os.getpid())) - before, "processes left behind by a failed start"
