@@ -137,7 +137,7 @@ def quick_reward(problem: ToyProblem, response: str) -> float:
                 text=True,
                 timeout=5,
             )
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, ValueError):  # ValueError: a NUL byte in the program
             return 0.0
         if run.stdout.split() != expected.split():
             return 0.0
