@@ -81,3 +81,33 @@ def test_bad_constructor_arguments() -> None:
     with pytest.raises(ValueError, match="at least one base URL"):
         VerifierClient([])
     assert VerifierClient("127.0.0.1:1, http://h:2/").base_urls == ["http://127.0.0.1:1", "http://h:2"]
+
+
+def test_items_with_infrastructure_status_are_resent_alone() -> None:
+    import re
+
+    import httpx
+
+    from mucode.verifier.local import local_verifier
+
+    # item_timeout_s below the math limit: the slow item comes back verifier_error (infrastructure).
+    with local_verifier("local", programs=["math"], run_code=False, math_workers=2, math_timeout_s=1.0,
+                        item_timeout_s=0.3) as url:
+        client = VerifierClient(url, max_retries=2, backoff_s=0.01)
+        items = [{"id": "slow", "program": "math", "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "spec": {"answer": 1}},
+                 {"id": "fast", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}]
+        try:
+            results = client.verify_sync(items)
+        finally:
+            client.close()
+        metrics = httpx.get(f"{url}/metrics").text
+
+    assert [r["status"] for r in results] == ["verifier_error", "correct"]
+    assert "item_timeout_s" in results[0]["details"]["error"]
+
+    def count(status: str) -> float:
+        m = re.search(rf'^verifier_items_total\{{program="math",status="{status}"\}} (\S+)$', metrics, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    assert count("verifier_error") == 3  # the slow item: first try + 2 retries
+    assert count("correct") == 1  # the fast item was not sent again
