@@ -39,3 +39,11 @@ def test_verify_rejects_bad_items_with_line_numbers(tmp_path: Path) -> None:
 
     result = CliRunner().invoke(get_app(), ["verify", "--program", "chess", "--input", str(items)])
     assert result.exit_code == 2 and "unknown reward program 'chess'" in result.output
+
+
+def test_verify_reads_stdin_and_writes_stdout() -> None:
+    line = json.dumps({"id": "x", "response": "Answer: 42", "spec": {"answer": "42"}})
+    result = CliRunner().invoke(get_app(), ["verify", "--program", "exact_match", "--input", "-"], input=line + "\n")
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert json.loads(first) == {"id": "x", "reward": 1.0, "status": "correct", "details": {"extracted": "42"}}
