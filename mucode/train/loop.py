@@ -265,7 +265,6 @@ def run_training(
             if info.is_main and _final_pending(cfg, run_dir):
                 final = _generate(cfg, b.num_stages, records, cfg.train.final_rollout_prompts,
                                   _final_dir(run_dir), model, tokenizer, run_dir, pipeline, show_progress)
-                state.engine_switches += 2
                 if metrics_log is not None:
                     metrics_log.log_event("final", {**final, "update": state.global_update})
                 print(f"final policy: reward {final['reward/rollout_mean']:.3f} on "
