@@ -88,7 +88,12 @@ def verify(
         typer.secho(f"{len(problems)} invalid item(s):\n" + "\n".join(f"  {p}" for p in problems[:50]),
                     fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    results = asyncio.run(_run(core, items))
+    try:
+        results = asyncio.run(_run(core, items))
+    except _StartError as err:
+        typer.secho(f"could not start the verifier (backend {backend!r}): {err.__cause__}", fg=typer.colors.RED,
+                    err=True)
+        raise typer.Exit(1) from None
     lines = "".join(r.model_dump_json() + "\n" for r in results)
     if output is None:
         sys.stdout.write(lines)
@@ -100,8 +105,15 @@ def verify(
     typer.echo(f"{len(results)} items: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), err=True)
 
 
+class _StartError(Exception):
+    pass
+
+
 async def _run(core: Any, items: list[Any]) -> list[Any]:
-    await core.start()
+    try:
+        await core.start()
+    except Exception as err:
+        raise _StartError() from err
     try:
         return await core.verify(items)
     finally:
