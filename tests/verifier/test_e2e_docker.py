@@ -118,7 +118,7 @@ def test_mixed_batch_is_verified_concurrently(url: str) -> None:
     assert [r["id"] for r in results] == [it["id"] for it in items]
     assert [r["status"] for r in results[:4]] == ["correct"] * 4
     assert [r["status"] for r in results[4:]] == ["wrong_answer", "correct", "wrong_answer", "wrong_answer"]
-    assert wall < 3.5, f"4 one-second programs on 4 slots took {wall:.1f} s: not run concurrently"
+    assert wall < 3.9, f"4 one-second programs on 4 slots took {wall:.1f} s: not run concurrently"
 
 
 def test_pathological_math_times_out_while_the_rest_is_verified(url: str) -> None:
