@@ -8,6 +8,7 @@ without regenerating or re-verifying what it already has.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,31 @@ def test_math_cli_with_the_tiny_policy(
     assert report["aime24"]["n_samples"] == 6 and report["aime24"]["samples_per_problem"] == 2
     assert 0.0 <= report["average"]["pass@1"] <= 1.0
     assert "| aime24" in table.read_text()
+
+
+def test_evaluate_benchmarks_for_the_trainer(tiny: tuple[Any, Any], math_data: Path, tmp_path: Path) -> None:
+    """The trainer's entry point: benchmarks of two kinds by name, one verifier serving both programs."""
+    from mucode.eval import evaluate_benchmarks, metrics_from_report
+    from mucode.eval.judge import verifier_base_urls
+
+    engine, tokenizer = tiny
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "aime24.json").write_text("".join((math_data / "aime24.json").read_text().splitlines(True)[:3]))
+    shutil.copytree(FIXTURES / "livecodebench", data / "livecodebench")
+    both = VerifierOptions(backend="local", local_options={"programs": ["math", "code"]})
+    with verifier_base_urls(both) as urls:
+        report = evaluate_benchmarks(
+            ["aime24", "livecodebench_v1"],
+            engine,
+            tokenizer,
+            data_dir=data,
+            samples_per_problem=1,
+            verifier=VerifierOptions(urls=urls),
+            run_dir=tmp_path / "run",
+            fingerprint={"model": "tiny", "update": 0},
+        )
+    assert set(report) == {"aime24", "livecodebench_v1"}
+    assert report["aime24"]["n_problems"] == 3 and report["livecodebench_v1"]["n_problems"] == 2
+    metrics = metrics_from_report(report)
+    assert set(metrics) == {"eval/aime24/pass@1", "eval/livecodebench_v1/pass@1"}
