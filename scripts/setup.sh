@@ -25,5 +25,11 @@ done
 
 if [ "${MUCODE_SKIP_DOCKER:-0}" != "1" ] && [ -f scripts/docker_setup.sh ]; then
   bash scripts/docker_setup.sh
+  # `docker compose up` (compose.yaml) is tested with Debian's docker-compose 1.29 and with the v2
+  # plugin where one is installed.
+  if ! command -v docker-compose >/dev/null && ! docker compose version >/dev/null 2>&1; then
+    echo "[setup] installing docker-compose"
+    apt-get install -y -qq docker-compose >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq docker-compose >/dev/null; }
+  fi
 fi
 echo "[setup] done: .venv/bin/mucode --help"
