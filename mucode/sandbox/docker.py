@@ -155,7 +155,7 @@ class DockerBackend(PooledBackend):
             else:
                 await self._check_image()
                 await self._collect_stale()
-                self._host_dir = Path(tempfile.mkdtemp(prefix="mucode-docker-"))
+                self._host_dir = Path(tempfile.mkdtemp(prefix=f"mucode-docker-{os.getpid()}-"))
                 await asyncio.gather(*[self._launch(k) for k in range(self.containers)])
         except BaseException:
             await self.close()
@@ -193,6 +193,10 @@ class DockerBackend(PooledBackend):
             logger.warning("removing sandbox container %s: its owner process %s is gone", name, pid)
             with contextlib.suppress(DockerError):
                 await _docker("rm", "-f", "-v", name, docker=self.docker)
+        for stale in Path(tempfile.gettempdir()).glob("mucode-docker-*-*"):  # their socket dirs
+            pid = stale.name.split("-")[2]
+            if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(stale, ignore_errors=True)
 
     async def _launch(self, index: int) -> None:
         assert self._host_dir is not None

@@ -248,9 +248,11 @@ def _cmdline(pid: str) -> str:
 def test_docker_containers_of_a_dead_owner_are_collected() -> None:
     owner = _start_and_kill_owner("docker", "{'containers': 1, 'slots_per_container': 1, 'uid_base': 11000}")
     assert len(_containers_of(owner)) == 1  # left behind by the killed owner...
+    assert list(Path(tempfile.gettempdir()).glob(f"mucode-docker-{owner}-*"))
     h = Handle("docker", containers=1, slots_per_container=1, uid_base=11010, health_interval_s=0)
     try:
         assert _containers_of(owner) == []  # ...and collected by the next backend that starts
+        assert not list(Path(tempfile.gettempdir()).glob(f"mucode-docker-{owner}-*"))
         assert h.judge(BENIGN).verdict is Verdict.correct
     finally:
         h.close()
