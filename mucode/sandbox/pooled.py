@@ -94,7 +94,9 @@ class PooledBackend:
 
     name = "pooled"
 
-    def __init__(self, *, acquire_timeout_s: float = 600.0, reply_slack_s: float = 30.0) -> None:
+    def __init__(self, *, acquire_timeout_s: float = 600.0, reply_slack_s: float = 90.0) -> None:
+        """``reply_slack_s``: how long past a test's wall-clock limit (or a compile step's, up to
+        60 s) the executor may take to answer before it counts as hung (``sandbox_error``)."""
         self.acquire_timeout_s = acquire_timeout_s
         self.reply_slack_s = reply_slack_s
         self._pool: SlotPool | None = None
