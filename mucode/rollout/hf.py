@@ -131,6 +131,8 @@ class HFEngine:
     ) -> Iterator[list[Sample]]:
         if samples_per_prompt < 1:
             raise ValueError(f"samples_per_prompt must be >= 1, got {samples_per_prompt}")
+        if self.model is None:
+            raise RuntimeError("this hf engine is closed; make a new one")
         rows = [(p, s) for p in range(len(prompts)) for s in range(samples_per_prompt)]
         pending: dict[int, list[Sample]] = {}
         for start in range(0, len(rows), self.batch_size):
