@@ -6,8 +6,8 @@
 Process tree (all root inside the sandbox, every program child unprivileged):
 
     main (pid 1 in its pid namespace; serves health pings on <socket>.ctl, respawns slot managers)
-    └── slot manager i (one per slot; accept()s job connections on <socket>; never reads a job)
-        └── job handler (forked per connection from the manager, so it holds only this job's data)
+    └── slot manager i (one per slot; forks one handler at a time; never reads a job)
+        └── job handler (pre-forked by the manager; accepts one connection: holds only that job's data)
             └── test child (forked per test; uid = uid_base + i, rlimits, no-new-privs; runner.py)
 
 Jobs carry the program and the test inputs, never the expected outputs. The handler streams one
@@ -38,7 +38,16 @@ import gc
 
 from languages import LANGUAGES  # noqa: E402
 from protocol import ProtocolError, recv_frame, send_frame  # noqa: E402
-from runner import PR_SET_CHILD_SUBREAPER, Limits, Slot, kill_slot, prctl, reap_children, run_test  # noqa: E402
+from runner import (  # noqa: E402
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    Limits,
+    Slot,
+    kill_slot,
+    prctl,
+    reap_children,
+    run_test,
+)
 
 VERSION = "1"
 MODES = ("stdio", "call", "assert")
@@ -110,7 +119,8 @@ def handle_job(conn: socket.socket, slot: Slot, args: argparse.Namespace) -> Non
 
 
 def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: argparse.Namespace) -> None:
-    """Accept a job, fork a handler for it, wait, clean the slot; forever. Never reads job data."""
+    """Fork a handler, let it accept and run one job, wait, clean the slot; forever. The manager
+    never reads job data, so every handler starts from a process that never held any."""
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     for procs in slot.cgroup_procs:  # the slot's own CPU weight, memory and pids limits: everything
         with open(procs, "w") as f:  # this manager forks (handlers, tests, helpers) inherits them
@@ -121,13 +131,16 @@ def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: arg
     kill_slot(slot, wipe=(slot.root,))
     busy[2 * slot.index] = 0
     while True:
-        conn, _ = listener.accept()
-        busy[2 * slot.index] = 1
-        busy[2 * slot.index + 1] = (busy[2 * slot.index + 1] + 1) % 256
+        # The handler is forked *before* its job arrives (the fork is off the request path); it
+        # accepts one connection, runs that job and exits.
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the manager
+                conn, _ = listener.accept()
+                busy[2 * slot.index] = 1
+                busy[2 * slot.index + 1] = (busy[2 * slot.index + 1] + 1) % 256
                 listener.close()
                 handle_job(conn, slot, args)
             except (ProtocolError, OSError, ValueError):
@@ -136,7 +149,6 @@ def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: arg
                 code = 3
             finally:
                 os._exit(code)
-        conn.close()
         os.waitpid(pid, 0)
         reap_children(0.0)
         # Anything of the slot uid still alive (a daemon that closed its pipes)? Kill it all. When
