@@ -62,8 +62,12 @@ def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[float], title: s
         drawn = True
         window = max(1, min(32, len(xs) // 8))
         line = ax.plot(xs, ys, alpha=0.3 if window > 1 else 1.0, linewidth=0.8)[0]
-        if window > 1:
-            ax.plot(xs, _smooth(ys, window), color=line.get_color(), label=f"{key} (mean of {window})")
+        if window > 1:  # a running mean that restarts at each stage boundary
+            smooth: list[float] = []
+            edges = [float("-inf"), *boundaries, float("inf")]
+            for lo, hi in zip(edges, edges[1:], strict=False):
+                smooth += _smooth([y for x, y in zip(xs, ys, strict=True) if lo < x < hi], window)
+            ax.plot(xs, smooth, color=line.get_color(), label=f"{key} (running mean of {window}, per stage)")
         else:
             line.set_label(key)
     for b in boundaries:
