@@ -1,7 +1,7 @@
 """Settings of the verifier service, read from ``MUCODE_*`` environment variables.
 
 Every field maps to ``MUCODE_<FIELD>`` (e.g. ``MUCODE_BACKEND=local``, ``MUCODE_TOKEN=...``,
-``MUCODE_BACKEND_OPTIONS='{"pool_size": 8}'``). ``mucode serve`` flags override them.
+``MUCODE_BACKEND_OPTIONS='{"containers": 8}'``). ``mucode serve`` flags override them.
 """
 
 from __future__ import annotations
