@@ -42,7 +42,8 @@ class TrainerState:
     global_update: int = 0
     """Optimizer updates done in the whole run."""
     engine_switches: int = 0
-    """Switches of the accelerators between trainer and inference engine (2 per generated stage)."""
+    """Switches between trainer and inference engine: 2 per engine start, counted from the stage
+    stores' manifests (``meta.engine_starts``) at the end of a run."""
     times: dict[str, float] = field(default_factory=dict)
     """Accumulated wall-clock seconds per phase (``time/rollout`` …) over the run so far."""
     stage_times: list[dict[str, float]] = field(default_factory=list)

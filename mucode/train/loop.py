@@ -211,7 +211,6 @@ def run_training(
                         )
                     rollout_metrics = _generate(cfg, k, records, prompts_per_stage, store_dir, model, tokenizer,
                                                 run_dir, pipeline, show_progress)  # type: ignore[arg-type]
-                    state.engine_switches += 2  # trainer → engine, engine → trainer
                     stage_times.update({key: v for key, v in rollout_metrics.items() if key.startswith("time/")})
                 barrier(info)
                 store = StageStore.open(store_dir)  # checksums verified: a corrupt store stops here
@@ -275,6 +274,10 @@ def run_training(
             if metrics_log is not None:
                 metrics_log.close()
 
+    # engine switches (trainer → engine → trainer) are counted by the stage stores, which survive crashes
+    state.engine_switches = 2 * sum(
+        int(StageStore(p.parent, json.loads(p.read_text())).meta.get("engine_starts", 1))
+        for p in sorted((run_dir / "stages").glob("stage-*/manifest.json")))
     totals = _totals(state, time.perf_counter() - run_start, base_path)
     if StageStore.is_complete(_final_dir(run_dir)):
         final_stats = StageStore.open(_final_dir(run_dir)).meta.get("rollout", {})
@@ -322,11 +325,12 @@ def _generate(cfg: MucodeConfig, k: int, records: list[TaskRecord], per_stage: i
         raise AssertionError("unreachable")
     if (store_dir / "manifest.json").exists():
         writer = StageWriter.resume(store_dir, groups_per_shard=cfg.train.groups_per_shard)
+        writer.manifest["meta"]["engine_starts"] = int(writer.manifest["meta"].get("engine_starts", 0)) + 1
         print(f"stage {k}: finishing an interrupted store ({writer.groups_written}/{per_stage} groups kept)", flush=True)
     else:
         writer = StageWriter.create(store_dir, stage=k, expected_groups=per_stage,
                                     groups_per_shard=cfg.train.groups_per_shard,
-                                    meta={"policy": str(_behaviour_path(cfg, run_dir, k))})
+                                    meta={"policy": str(_behaviour_path(cfg, run_dir, k)), "engine_starts": 1})
     stats = generate_stage(
         stage=k,
         engine_factory=lambda: _make_engine(cfg, k, model, tokenizer, run_dir),
