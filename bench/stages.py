@@ -80,7 +80,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
         ("engine_switches", "switches", "{}"),
         ("reward_first", "reward stage 0", "{:.3f}"),
         ("reward_last_rollout", "reward last stage", "{:.3f}"),
-        ("reward_last_updates", "reward last updates", "{:.3f}"),
+        ("reward_final", "reward final policy", "{:.3f}"),
     ]
     cells = [[h for _, h, _ in cols]] + [
         [f.format(r[k]) if r.get(k) is not None else "-" for k, _, f in cols] for r in rows
