@@ -205,6 +205,12 @@ class EvalConfig(_Section):
     """Local directory of evaluation data (offline); None: the Hub."""
     samples_per_problem: int | None = None
     """Samples per problem; None: the benchmark's default (AIME 16, others 4)."""
+    limit: int | None = Field(None, ge=1)
+    """Evaluate only the first this-many problems of each benchmark (smoke runs; not comparable with papers)."""
+    temperature: float = Field(0.6, gt=0)
+    """Sampling temperature of the evaluation during training."""
+    top_p: float = Field(0.95, gt=0, le=1)
+    """Nucleus sampling of the evaluation during training."""
 
 
 class MucodeConfig(_Section):
@@ -233,6 +239,8 @@ class MucodeConfig(_Section):
                 f"algo.veto_scope={algo.veto_scope} only applies to algo.objective=mu_grpo; "
                 f"set algo.veto_scope=none for {algo.objective}"
             )
+        if self.train.eval_every is not None and not self.eval.benchmarks:
+            raise ValueError("train.eval_every is set but eval.benchmarks is empty; name them, e.g. eval.benchmarks=[math500]")
         if self.rollout.engine == "vllm" and self.train.device == "cpu":
             raise ValueError("rollout.engine=vllm needs a GPU; use rollout.engine=hf with train.device=cpu")
         return self

@@ -93,13 +93,15 @@ def evaluate_benchmarks(
     run_dir: str | Path | None = None,
     fingerprint: dict[str, Any] | None = None,
     progress: Progress | None = None,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """One report over benchmarks of every kind, sampled with `engine`.
 
     `samples_per_problem` None: each benchmark's default. `run_dir` caches samples for resuming:
     give each policy (checkpoint) its own directory, since cached samples are reused whenever the
     `fingerprint` (model, sampling settings) matches. `metrics_from_report` flattens the result into
-    `eval/<benchmark>/pass@k` keys for a logger.
+    `eval/<benchmark>/pass@k` keys for a logger. `limit` keeps the first problems of each benchmark
+    (smoke runs; such figures are not comparable with published ones).
     """
     groups: dict[str, list[str]] = {}
     for name in names:
@@ -117,6 +119,7 @@ def evaluate_benchmarks(
                 verifier=verifier,
                 run_dir=run_dir,
                 progress=progress,
+                limit=limit,
             )
         )
     return report

@@ -138,6 +138,11 @@ def run_training(
         print(f"mucode train → {run_dir}\n{text}\nbatch plan:")
         print("\n".join(f"  {k:<{width}}  {v:>10,}" for k, v in plan.items()), flush=True)
 
+    if cfg.eval.benchmarks and info.enabled:
+        raise ValueError(
+            "evaluation during training (eval.benchmarks) runs in single-process runs only; under torchrun "
+            "leave eval.benchmarks empty and run `mucode eval … --model RUN_DIR/policy/stage-K` on the saved policies"
+        )
     if cfg.train.cpu_threads is not None:
         torch.set_num_threads(cfg.train.cpu_threads)
     _seed_everything(cfg.train.seed)
@@ -236,6 +241,8 @@ def run_training(
                                     veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}")
                     if state.global_update % cfg.train.checkpoint_every == 0 and state.update_in_stage < b.updates_per_stage:
                         checkpoint()
+                    if cfg.train.eval_every and state.global_update % cfg.train.eval_every == 0:
+                        _evaluate(cfg, model, tokenizer, run_dir, urls, state.global_update, metrics_log)
                 bar.close()
                 if remaining > 0 and state.update_in_stage != b.updates_per_stage:
                     raise RuntimeError(f"stage {k} ended after {state.update_in_stage} updates, expected {b.updates_per_stage}")
@@ -259,6 +266,12 @@ def run_training(
                 if metrics_log is not None:
                     metrics_log.log_event("stage", {**record, "update": state.global_update})
                     print(f"stage {k} done: {_stage_line(record)}", flush=True)
+
+            # ── after the last stage: evaluation (unless the last update was just evaluated) ──────────
+            last = state.global_update
+            if cfg.eval.benchmarks and not (cfg.train.eval_every and last % cfg.train.eval_every == 0) \
+                    and not (run_dir / "eval" / f"update-{last:07d}" / "report.json").exists():
+                _evaluate(cfg, model, tokenizer, run_dir, urls, last, metrics_log)
 
             # ── after the last stage: the final policy's own rollouts (train.final_rollout_prompts) ─
             if info.is_main and _final_pending(cfg, run_dir):
@@ -290,6 +303,41 @@ def run_training(
         print("\n" + text, flush=True)
         summary = {"stages": state.stage_times, "totals": totals}
     return RunResult(run_dir=run_dir, state=state, summary=summary)
+
+
+def _evaluate(cfg: MucodeConfig, model: torch.nn.Module, tokenizer: Any, run_dir: Path, urls: list[str],
+              update: int, metrics_log: MetricsLogger | None) -> dict[str, float]:
+    """Evaluate the current weights on ``eval.benchmarks`` with the evaluators' own code
+    (`mucode.eval.evaluate_benchmarks`), through the run's verifier. Samples and verdicts are cached
+    under ``eval/update-N`` so a resumed run does not redo a finished evaluation."""
+    from mucode.eval import evaluate_benchmarks, metrics_from_report
+    from mucode.eval.judge import VerifierOptions
+    from mucode.rollout.hf import HFEngine
+
+    e, r = cfg.eval, cfg.rollout
+    out_dir = run_dir / "eval" / f"update-{update:07d}"
+    model.eval()
+    engine = HFEngine(unwrap(model), tokenizer, temperature=e.temperature, top_p=e.top_p,
+                      max_new_tokens=r.max_response_tokens, seed=cfg.train.seed + update, batch_size=r.batch_size)
+    try:
+        report = evaluate_benchmarks(
+            e.benchmarks, engine, tokenizer, data_dir=e.data_dir, samples_per_problem=e.samples_per_problem,
+            verifier=VerifierOptions(urls=list(urls), token=cfg.verifier.token, timeout_s=cfg.verifier.timeout_s,
+                                     max_retries=cfg.verifier.max_retries),
+            run_dir=out_dir, limit=e.limit,
+            fingerprint={"run": str(run_dir), "update": update, "temperature": e.temperature, "top_p": e.top_p},
+        )
+    finally:
+        engine.close()
+        model.train()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    metrics = metrics_from_report(report)
+    if metrics_log is not None:
+        metrics_log.log_event("eval", {**metrics, "update": update})
+    print(f"eval at update {update}: " + ", ".join(f"{k}={v:.3f}" for k, v in metrics.items() if k.endswith("pass@1")),
+          flush=True)
+    return metrics
 
 
 def _final_dir(run_dir: Path) -> Path:
