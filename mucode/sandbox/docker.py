@@ -122,10 +122,8 @@ class DockerBackend(PooledBackend):
         self._host_dir: Path | None = None
         self._containers: dict[str, Path] = {}  # container name -> its socket dir
         self._index: dict[str, int] = {}  # container name -> its index k (uids uid_base + k*slots + i)
-        self._monitor: asyncio.Task | None = None
         self._replacing: set[str] = set()
         self._starting: set[str] = set()
-        self._tasks: set[asyncio.Task] = set()
         self.replaced = 0
 
     @property
@@ -331,14 +329,7 @@ class DockerBackend(PooledBackend):
         return out
 
     async def close(self) -> None:
-        if self._monitor is not None:
-            self._monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._monitor
-            self._monitor = None
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._stop_background()
         if not self.attached:
             await asyncio.gather(*[self._remove(name) for name in list(self._containers)],
                                  return_exceptions=True)

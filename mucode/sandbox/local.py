@@ -114,9 +114,7 @@ class LocalBackend(PooledBackend):
         self._cgroup: str | None = None
         self._workdir: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
-        self._monitor: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
-        self._tasks: set[asyncio.Task] = set()
         self.restarts = 0
 
     @property
@@ -289,13 +287,6 @@ class LocalBackend(PooledBackend):
         return out
 
     async def close(self) -> None:
-        if self._monitor is not None:
-            self._monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._monitor
-            self._monitor = None
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._stop_background()
         await self._teardown()
         self._pool = None

@@ -7,6 +7,8 @@ Subclasses provide the executors (``start``/``close``) and react to a failed exe
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -100,6 +102,21 @@ class PooledBackend:
         self.acquire_timeout_s = acquire_timeout_s
         self.reply_slack_s = reply_slack_s
         self._pool: SlotPool | None = None
+        self._monitor: asyncio.Task | None = None
+        """Background health watcher of the pool (subclasses start it)."""
+        self._tasks: set[asyncio.Task] = set()
+        """Background repairs (replacements, restarts) in flight."""
+
+    async def _stop_background(self) -> None:
+        """Cancel the monitor and every background repair, and wait for them to end."""
+        if self._monitor is not None:
+            self._monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._monitor
+            self._monitor = None
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @property
     def pool(self) -> SlotPool:
