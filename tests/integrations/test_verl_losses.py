@@ -258,3 +258,19 @@ def test_verl_worker_ppo_loss_runs_mu_grpo_end_to_end() -> None:
         n = int(mask[i].sum())
         torch.testing.assert_close(flat.grad[offsets[i] + P - 1 : offsets[i] + P - 1 + n], lp.grad[i, :n])
     assert "actor/stale/veto_seq_frac" in metrics and "actor/pg_loss" in metrics
+
+
+@pytest.mark.parametrize(("variable", "build"), [
+    ("MUCODE_VETO_THRESHOLD", "mu_grpo_params"),
+    ("MUCODE_M2PO_THRESHOLD", "m2po_params"),
+])
+def test_a_threshold_that_is_not_a_number_names_the_variable(variable: str, build: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from mucode.integrations.verl import losses
+
+    monkeypatch.setenv(variable, "1e-4x")
+    with pytest.raises(ValueError, match=f"{variable}='1e-4x' is not a number"):
+        getattr(losses, build)(None, "seq-mean-token-mean", 8)
+    monkeypatch.setenv(variable, "0.5")
+    params = getattr(losses, build)(None, "seq-mean-token-mean", 8)
+    assert 0.5 in (getattr(params, "veto_threshold", None), getattr(params, "m2_threshold", None))

@@ -85,6 +85,15 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(name, "").strip() or default
 
 
+def _env_float(name: str, default: str) -> float:
+    """A number from the environment; the error names the variable and the paper's value."""
+    value = _env(name, default)
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number (paper: {default})") from None
+
+
 def mu_grpo_params(config: Any, loss_agg_mode: str, response_length: int) -> MuGRPOParams:
     """MuGRPOParams from verl's actor config, the call's ``loss_agg_mode`` and the environment."""
     clip_high = _config_value(config, "clip_ratio_high", None)
@@ -92,11 +101,7 @@ def mu_grpo_params(config: Any, loss_agg_mode: str, response_length: int) -> MuG
         clip_high = _config_value(config, "clip_ratio", None)
     upper = 5.0 if clip_high is None else 1.0 + float(clip_high)
     _warn_if_ppo_upper(upper)
-    threshold = _env("MUCODE_VETO_THRESHOLD", "1e-4")
-    try:
-        tau = float(threshold)
-    except ValueError:
-        raise ValueError(f"MUCODE_VETO_THRESHOLD={threshold!r} is not a number (paper: 1e-4)") from None
+    tau = _env_float("MUCODE_VETO_THRESHOLD", "1e-4")
     return MuGRPOParams(
         aggregation=_aggregation(loss_agg_mode),
         norm_length=int(_config_value(config, "loss_scale_factor", response_length)),
@@ -108,11 +113,7 @@ def mu_grpo_params(config: Any, loss_agg_mode: str, response_length: int) -> MuG
 
 def m2po_params(config: Any, loss_agg_mode: str, response_length: int) -> M2POParams:
     """M2POParams from the call's ``loss_agg_mode`` and the environment."""
-    threshold = _env("MUCODE_M2PO_THRESHOLD", "0.04")
-    try:
-        tau = float(threshold)
-    except ValueError:
-        raise ValueError(f"MUCODE_M2PO_THRESHOLD={threshold!r} is not a number (paper: 0.04)") from None
+    tau = _env_float("MUCODE_M2PO_THRESHOLD", "0.04")
     return M2POParams(
         aggregation=_aggregation(loss_agg_mode),
         norm_length=int(_config_value(config, "loss_scale_factor", response_length)),
