@@ -238,7 +238,7 @@ def run_training(
                                                 "update_in_stage": state.update_in_stage, **metrics})
                     bar.update(1)
                     bar.set_postfix(reward=f"{metrics.get('reward/mean', math.nan):.3f}",
-                                    veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}")
+                                    veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}", refresh=False)
                     if state.global_update % cfg.train.checkpoint_every == 0 and state.update_in_stage < b.updates_per_stage:
                         checkpoint()
                     if cfg.train.eval_every and state.global_update % cfg.train.eval_every == 0:

@@ -128,7 +128,7 @@ def generate_stage(
             else:
                 stats.scored += 1
                 stats.reward_sum += s.reward
-        bar.set_postfix(reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked)
+        bar.set_postfix(reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked, refresh=False)
 
     start = time.perf_counter()
     engine = engine_factory()
