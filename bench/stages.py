@@ -1,4 +1,4 @@
-"""GRPO μ=4 versus staged μ-GRPO at equal total updates, side by side in one run (SPEC §2 timing).
+"""GRPO μ=4 versus staged μ-GRPO at equal total updates, side by side in one run (timing).
 
     .venv/bin/python bench/stages.py [--task math] [--config configs/tiny.yaml] [--updates 64]
                                      [--mu 16] [--out runs/bench-stages] [key=value ...]

@@ -14,7 +14,7 @@ Rows (items per second):
   a shared machine.
 The service runs as a child process (``python -m mucode.verifier``) so its CPU time is its own.
 ``--load-seconds`` adds a fixed-rate load run (mixed code+math) with the server's memory over time.
-Math items are the MATH500 reference solutions (their own \\boxed answer) from ../shared/data/math.
+Math items are the MATH500 reference solutions (their own \\boxed answer) shipped in mucode/assets/math.
 The machine may be shared: rerun before trusting a small difference.
 """
 
@@ -32,7 +32,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-MATH500 = ROOT.parent / "shared" / "data" / "math" / "math500.jsonl"
+MATH500 = ROOT / "mucode" / "assets" / "math" / "math500.jsonl"
 
 PROGRAM = "import sys\nnums = list(map(int, sys.stdin.read().split()))\nprint(sum(nums))\n"
 

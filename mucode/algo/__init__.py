@@ -68,7 +68,7 @@ Other pieces
 Known limits: advantages are per response (token-level advantages are rejected); log ρ is clamped
 to ±20 before ``exp`` (exact inside, zero gradient outside; the veto reads the unclamped value);
 padding positions may hold any *finite* log-probs (they are multiplied by 0, so NaN would spread).
-The engine-vs-trainer log-prob caveat of SPEC §1 (top-p = 1, top-k off, same temperature) is the
+The engine-vs-trainer log-prob caveat of (top-p = 1, top-k off, same temperature) is the
 caller's to check: this package never sees sampling settings.
 """
 

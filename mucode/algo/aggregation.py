@@ -14,7 +14,7 @@ seq-mean-token-sum-norm    1 / D                                       D = respo
 
 T_i is the number of valid tokens of response i (its ``response_mask``), *not* the number left after
 a veto or an M2PO mask: a vetoed response still counts in D and its surviving tokens are still
-divided by its full length (SPEC §1). verl's ``seq-mean-token-mean`` instead drops fully masked
+divided by its full length. verl's ``seq-mean-token-mean`` instead drops fully masked
 responses from D; here nothing is dropped unless the caller removes the response from
 ``response_mask`` itself. L is ``norm_length`` (default: the padded length T of the mask given).
 

@@ -24,7 +24,7 @@ class LossAggregation(str, Enum):
 
 
 class VetoScope(str, Enum):
-    """Which tokens of a negative-advantage response the μ-GRPO veto masks (SPEC §1 table)."""
+    """Which tokens of a negative-advantage response the μ-GRPO veto masks."""
 
     NONE = "none"
     """Mask nothing (the paper: collapses mid-training)."""

@@ -12,7 +12,7 @@ from the current ratios at every call under ``no_grad``; it is never differentia
 Reading of the scopes: ``suffix`` and ``nontrigger_suffix`` mask tokens *strictly after* κ, as the
 spec's table states (t > κ); the trigger token κ itself stays in the loss under those two scopes.
 
-Vetoed responses keep counting in the denominator and keep their full length T_i (SPEC §1).
+Vetoed responses keep counting in the denominator and keep their full length T_i.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Importance ratios ρ = π_θ / β from the behaviour log-probs stored at sampling time.
 
-``behaviour_logprobs`` are the rollout engine's per-token log-probs (SPEC §1): they are never
+``behaviour_logprobs`` are the rollout engine's per-token log-probs: they are never
 recomputed here. Recomputing them with the trainer is the trainer's option, not this module's.
 
 Limit: the log-ratio is clamped to ±``max_abs_log_ratio`` (default 20, as verl does) before ``exp``

@@ -1,4 +1,5 @@
-"""Files shipped inside the package: the embedded tiny policy (``mucode/assets/tiny/``).
+"""Files shipped inside the package: the embedded tiny policy (``mucode/assets/tiny/``) and offline
+copies of the math benchmarks (``mucode/assets/math/``, provenance in its README).
 
 The tiny policy is a ~0.2 M-parameter Llama-architecture causal LM with a byte-level BPE tokenizer
 (ChatML chat template) made by ``scripts/make_tiny_policy.py`` with a short supervised warm-up on
@@ -13,6 +14,8 @@ from pathlib import Path
 
 TINY_POLICY_NAME = "tiny"
 TINY_POLICY_DIR = Path(__file__).resolve().parent / "tiny"
+MATH_DATA_DIR = Path(__file__).resolve().parent / "math"
+"""MATH500, AIME24, AIME25 and AMC23 as shipped with mucode (the layout ``mucode eval math --data-dir`` reads)."""
 
 
 def tiny_policy_path() -> Path:

@@ -10,11 +10,11 @@ Public API::
     records = load_tasks("toy", "math", limit=64)           # built-in toy task, no download
     ids = render_prompt(tokenizer, records[0])              # chat template + instruction -> token ids
     prompts = render_prompts(tokenizer, records)            # [(prompt_id, ids)] for RolloutEngine.generate
-    item = records[0].verifier_item(response_text, item_id) # SPEC §3 verifier item
+    item = records[0].verifier_item(response_text, item_id) # verifier item
 
 ``TaskRecord(prompt_id, messages, program, spec, meta)``: ``messages`` are the chat messages before
 the template (the instruction is already in the last user message); ``program`` is the reward
-program (``math``/``code``/plugin); ``spec`` is the SPEC §3 spec (math ``{"answer": ...}``, code
+program (``math``/``code``/plugin); ``spec`` is the spec (math ``{"answer": ...}``, code
 ``{"tests": {...}, "checker", "time_limit_s", "memory_limit_mb", "extract"}``).
 
 ``load_tasks(source, task, *, split="train", limit=None, instruction=None, **kw)``: see

@@ -39,7 +39,7 @@ CODE_INSTRUCTION = (
 )
 DEFAULT_INSTRUCTIONS: dict[str, str] = {"math": MATH_INSTRUCTION, "code": CODE_INSTRUCTION}
 
-# code_contests language ids (SPEC §3).
+# code_contests language ids.
 PYTHON2, CPP, PYTHON3, JAVA = 1, 2, 3, 4
 
 

@@ -14,7 +14,7 @@ class TaskRecord:
 
     ``messages`` are the chat messages *before* the chat template (``render_prompt`` applies it);
     ``program`` names the reward program that scores responses (``"math"``, ``"code"`` or a
-    plugin); ``spec`` is the SPEC §3 spec of the verifier item, so a verifier item for a response
+    plugin); ``spec`` is the spec of the verifier item, so a verifier item for a response
     is ``{"id": ..., "program": record.program, "response": text, "spec": record.spec}``.
     """
 
@@ -25,10 +25,10 @@ class TaskRecord:
     program: str
     """Reward program name: ``"math"``, ``"code"`` or a plugin's entry-point name."""
     spec: dict[str, Any]
-    """SPEC §3 spec: math ``{"answer": ...}``; code ``{"tests": {...}, "checker": ..., ...}``."""
+    """spec: math ``{"answer": ...}``; code ``{"tests": {...}, "checker": ..., ...}``."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Free-form provenance (source, difficulty, flags such as ``multiple_answers``)."""
 
     def verifier_item(self, response: str, item_id: str | None = None) -> dict[str, Any]:
-        """The SPEC §3 verifier item scoring ``response`` against this record."""
+        """The verifier item scoring ``response`` against this record."""
         return {"id": item_id, "program": self.program, "response": response, "spec": self.spec}

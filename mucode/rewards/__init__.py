@@ -1,4 +1,4 @@
-"""Reward programs: score a response against a task spec (SPEC §3).
+"""Reward programs: score a response against a task spec.
 
 Built in: ``code`` (sandboxed tests) and ``math`` (math-verify). More come from installed packages
 through the ``mucode.rewards`` entry-point group (``registry``). Submodules are imported on use, so

@@ -1,6 +1,6 @@
 """The ``code`` reward program: 1.0 iff the extracted program passes every test in the sandbox.
 
-spec (SPEC §3): ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "time_limit_s"?,
+spec: ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "time_limit_s"?,
 "memory_limit_mb"?, "extract"?: "last_fence"|"none"|"evalplus", "language"?}``. Extra fields pass
 through untouched. The job runs with ``stop_on_first_failure`` (a binary reward needs no more), so
 ``details.tests`` lists the tests run up to the first failure. A sandbox infrastructure failure comes

@@ -1,4 +1,4 @@
-"""Types shared by every reward program: the item/result contract of SPEC §3.
+"""Types shared by every reward program: the item/result contract.
 
 An ``Item`` is what a trainer, an evaluator or ``mucode verify`` hands in; a ``Result`` is what
 comes back. ``status`` says why a reward is what it is. Two statuses are *infrastructure*
@@ -49,7 +49,7 @@ INFRA_STATUSES: frozenset[RewardStatus] = frozenset({RewardStatus.verifier_error
 
 
 class Item(BaseModel):
-    """One response to score (SPEC §3). Extra top-level fields pass through untouched."""
+    """One response to score. Extra top-level fields pass through untouched."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -31,7 +31,7 @@ CheckerName = Literal["code_contests", "livecodebench", "exact"]
 
 @dataclass(frozen=True)
 class TestSpec:
-    """SPEC §3 code spec ``tests``."""
+    """code spec ``tests``."""
 
     __test__ = False  # not a pytest test class
 

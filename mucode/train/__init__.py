@@ -1,4 +1,4 @@
-"""The staged μ-GRPO trainer (SPEC §2): ``run_training(cfg)`` runs generate → verify → store →
+"""The staged μ-GRPO trainer: ``run_training(cfg)`` runs generate → verify → store →
 optimize → checkpoint → hand over for every stage; ``mucode train`` is its command line.
 
 Modules: ``loop`` (the stage loop, top to bottom), ``rollout_phase`` (generate + verify + store),

@@ -1,5 +1,5 @@
 """The staged trainer, top to bottom: for each stage, generate → verify → store → optimize →
-checkpoint → hand over (SPEC §2).
+checkpoint → hand over.
 
 Everything a stage needs is here in order; the pieces sit behind narrow interfaces in sibling
 modules (``rollout_phase`` for generate+verify+store, ``optimize`` for one update, ``store``,

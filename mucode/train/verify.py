@@ -10,7 +10,7 @@ raised) are sent again up to ``retries`` times (after the client's own HTTP retr
 fails is returned with ``masked=True`` and counted. Such an item is never given reward 0: its
 reward is NaN in the result and the trainer masks it out of the advantage and the loss.
 
-The trainer reaches the verifier only through this client (SPEC §6); with no URL configured,
+The trainer reaches the verifier only through this client; with no URL configured,
 :func:`verifier_urls` starts an in-process verifier on loopback with ``local_verifier``.
 """
 
@@ -77,7 +77,7 @@ class VerifyPipeline:
         self.resends = 0
 
     def submit(self, key: Any, items: list[dict[str, Any]], payload: Any = None) -> None:
-        """Queue one group's verifier items (SPEC §3 dicts) and return at once."""
+        """Queue one group's verifier items (dicts) and return at once."""
         future = asyncio.run_coroutine_threadsafe(self._verify(key, items, payload), self._loop)
         self._futures.append(future)
 

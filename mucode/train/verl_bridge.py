@@ -7,7 +7,7 @@ override. This module only translates a :class:`MucodeConfig` into those overrid
 Mapping (μ-GRPO stage = one verl step): ``data.train_batch_size = prompts_per_update ×
 updates_per_stage`` (B_train), ``ppo_mini_batch_size = prompts_per_update`` (B_mini),
 ``ppo_epochs = 1``, ``trainer.total_training_steps = num_stages``. Behaviour log-probs: verl's
-decoupled mode recomputes them with the actor (SPEC §1's "recompute" option); bypass mode would
+decoupled mode recomputes them with the actor (the "recompute" option); bypass mode would
 replace the loss, so it is kept off. Not translated: model/data paths, hardware and micro-batch
 sizes (add them as for any verl run); GRPO's ``dual_clip_c`` maps to verl's ``clip_ratio_c``.
 """

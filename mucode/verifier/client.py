@@ -73,7 +73,7 @@ class VerifierClient:
 
     # -- public API ---------------------------------------------------------------------------
     async def verify(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Scores ``items`` (SPEC §3 dicts); returns one result dict per item, in order."""
+        """Scores ``items`` (dicts); returns one result dict per item, in order."""
         results: list[dict[str, Any] | None] = [None] * len(items)
         exhausted: set[int] = set()  # items whose HTTP retries already ran out: not re-sent again
         pending = list(range(len(items)))

@@ -39,7 +39,7 @@ class VerifyRequest(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_CODE_ITEM, _CALL_ITEM, _ASSERT_ITEM,
                                                                              _MATH_ITEM]}]})
 
-    items: list[Item] = Field(description="Items to score (SPEC §3 item contract).")
+    items: list[Item] = Field(description="Items to score (item contract).")
 
 
 class VerifyResponse(BaseModel):

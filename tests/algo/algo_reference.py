@@ -1,4 +1,4 @@
-"""Plain-loop reference implementations of the objectives, written from SPEC §1 token by token.
+"""Plain-loop reference implementations of the objectives, written from token by token.
 
 They share nothing with mucode.algo except torch scalars (so autograd gives reference gradients).
 Tests compare the vectorized code against these on many random cases.
@@ -19,7 +19,7 @@ def triggers_of_row(log_rho: list[float], valid: list[bool], adv: float, tau: fl
 
 
 def vetoed_positions(log_rho: list[float], valid: list[bool], adv: float, scope: str, tau: float) -> set[int]:
-    """The positions the veto masks in one response, straight from the SPEC table."""
+    """The positions the veto masks in one response, straight from the veto-scope table."""
     trig = triggers_of_row(log_rho, valid, adv, tau)
     if not trig:
         return set()

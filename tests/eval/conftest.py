@@ -10,14 +10,13 @@ import pytest
 from mucode.eval.judge import VerifierOptions, verifier_base_urls
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MATH_DATA = REPO_ROOT.parent / "shared" / "data" / "math"
-"""The offline math copies; CI clones the repository with shared/ beside it."""
+from mucode.assets import MATH_DATA_DIR as MATH_DATA  # the copies shipped with mucode
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
 def math_data() -> Path:
-    assert MATH_DATA.is_dir(), f"{MATH_DATA} is missing: the math evaluator tests read ../shared/data/math"
+    assert MATH_DATA.is_dir(), f"{MATH_DATA} is missing: the package ships the math benchmarks there"
     return MATH_DATA
 
 

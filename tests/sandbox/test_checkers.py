@@ -1,4 +1,4 @@
-"""Output checkers (SPEC §3), applied outside the sandbox."""
+"""Output checkers, applied outside the sandbox."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adversarial tests: one per isolation property (SPEC §3), each against both backends.
+"""Adversarial tests: one per isolation property, each against both backends.
 
 Every destructive test first checks that programs run unprivileged in a pid namespace of their own
 (assert_confined) and its hostile program refuses to run otherwise (GUARD), so a broken isolation

@@ -11,7 +11,7 @@ from mucode.config import ConfigError, load_config
 from mucode.train.loop import run_training
 from train_helpers import run_overrides, write_tasks
 
-MATH_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "math"
+from mucode.assets import MATH_DATA_DIR as MATH_DATA  # noqa: E402
 
 
 def test_eval_every_runs_the_math_evaluator_and_logs_pass_at_1(small_policy: Path, plugins_on_path: Path,

@@ -1,4 +1,4 @@
-"""``POST /v1/verify``: a batch of items in, one result per item out (SPEC §3)."""
+"""``POST /v1/verify``: a batch of items in, one result per item out."""
 
 from __future__ import annotations
 
