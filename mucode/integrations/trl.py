@@ -1,0 +1,75 @@
+"""A TRL reward function backed by a mucode verifier.
+
+Hand it to TRL's ``GRPOTrainer`` like any reward function::
+
+    from mucode.integrations.trl import VerifierReward
+    trainer = GRPOTrainer(model=..., reward_funcs=[VerifierReward("http://127.0.0.1:8000")], ...)
+
+TRL calls ``reward(prompts=..., completions=..., completion_ids=..., **columns)``, where ``columns``
+holds every other column of the data set as one list per column (one value per completion), plus
+``trainer_state`` in recent versions. A completion is a string (standard format) or a list of
+messages (conversational format: the last message's ``content`` is scored).
+
+How a row becomes a mucode item (first rule that applies), the same rules as the verl adapter:
+1. a ``mucode`` column holding ``{"program": ..., "spec": {...}}``: used as is (plug-in programs);
+2. the ``tests`` column (name configurable) holds a code spec (``{"tests": {...}}``, or verl's
+   ``{"inputs", "outputs", "fn_name"?}``), as a dict or JSON text: a code item;
+3. otherwise the ``solution`` column (TRL's name for the reference answer; configurable): a math item.
+
+Deviation from TRL's own reward functions: an infrastructure failure (verifier unreachable, sandbox
+error after the client's retries) raises ``VerifierUnavailableError``. TRL would read ``None`` as
+"not applicable" and sum it to a reward of 0, which the policy would learn from as a wrong answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mucode.verifier.client import VerifierClient
+from mucode.verifier.verl_reward import VerifierUnavailableError, _score, to_item
+
+__all__ = ["VerifierReward", "VerifierUnavailableError"]
+
+
+class VerifierReward:
+    """Scores TRL completions through a mucode verifier; returns one float reward per completion."""
+
+    def __init__(self, url: str | list[str], *, token: str | None = None, answer_column: str = "solution",
+                 tests_column: str = "tests", name: str = "mucode_verifier") -> None:
+        self.client = VerifierClient(url, token=token)
+        self.answer_column = answer_column
+        self.tests_column = tests_column
+        self.__name__ = name  # TRL names its reward metrics after the function's __name__
+
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
+        items = [self._item(i, completion, columns) for i, completion in enumerate(completions)]
+        if not items:
+            return []
+        return [_score(result)["score"] for result in self.client.verify_sync(items)]
+
+    def _item(self, i: int, completion: Any, columns: dict[str, Any]) -> dict[str, Any]:
+        row = {name: values[i] for name, values in columns.items() if isinstance(values, list | tuple)
+               and len(values) > i}
+        if isinstance(row.get("mucode"), dict):
+            return to_item("trl", _text(completion), None, {"mucode": row["mucode"]})
+        truth = row.get(self.tests_column)
+        if truth is None:
+            if self.answer_column not in row:
+                raise KeyError(
+                    f"row {i} has neither a {self.tests_column!r} nor a {self.answer_column!r} column (columns: "
+                    f"{sorted(row)}); name the reference-answer column with VerifierReward(answer_column=...)")
+            truth = row[self.answer_column]
+        return to_item("trl", _text(completion), truth, None)
+
+    def close(self) -> None:
+        """Closes the client's connections."""
+        self.client.close()
+
+
+def _text(completion: Any) -> str:
+    """The text of a standard (str) or conversational (list of messages) completion."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    raise TypeError(f"a TRL completion is a string or a list of messages, got {type(completion).__name__}")

@@ -1,0 +1,71 @@
+"""The TRL adapter, called with TRL's reward-function signature against a real loopback verifier.
+
+TRL's ``GRPOTrainer`` calls ``reward_func(prompts=..., completions=..., completion_ids=...,
+trainer_state=..., **columns)`` with each other data-set column as a list (one value per completion).
+One batch here mixes math rows (TRL's ``solution`` column) and code rows (a ``tests`` column),
+in TRL's standard and conversational completion formats.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from mucode.integrations.trl import VerifierReward, VerifierUnavailableError
+from mucode.verifier.local import local_verifier
+
+ADD = {"tests": {"format": "stdio", "inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]}}
+GOOD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+BAD = "```python\na, b = map(int, input().split())\nprint(a - b)\n```"
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with local_verifier("local", programs=["math", "code"], math_workers=1, math_timeout_s=5.0,
+                        backend_options={"slots": 1, "uid_base": 63500}) as base:
+        yield base
+
+
+def test_mixed_math_and_code_batch_in_trl_call_shape(url: str) -> None:
+    reward = VerifierReward(url)
+    prompts = ["What is 1/2?", "What is 2+2?", "Add two numbers.", "Add two numbers."]
+    completions = [
+        "It is \\boxed{0.5}",
+        [{"role": "assistant", "content": "So \\boxed{5}"}],   # conversational format
+        [{"role": "assistant", "content": GOOD}],
+        BAD,
+    ]
+    columns = {"solution": ["\\frac{1}{2}", "4", None, None],
+               "tests": [None, None, ADD, json.dumps(ADD)]}   # a dict or JSON text, as Parquet gives either
+    try:
+        scores = reward(prompts=prompts, completions=completions, completion_ids=[[1]] * 4,
+                        trainer_state=object(), **columns)
+    finally:
+        reward.close()
+    assert scores == [1.0, 0.0, 1.0, 0.0]
+    assert reward.__name__ == "mucode_verifier"
+
+
+def test_missing_reference_column_names_the_setting(url: str) -> None:
+    reward = VerifierReward(url)
+    with pytest.raises(KeyError, match="answer_column"):
+        reward(prompts=["p"], completions=["\\boxed{1}"], answer=["1"])
+    reward.close()
+    renamed = VerifierReward(url, answer_column="answer")
+    assert renamed(prompts=["p"], completions=["\\boxed{1}"], answer=["1"]) == [1.0]
+    renamed.close()
+
+
+def test_unreachable_verifier_raises_instead_of_scoring_zero() -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    reward = VerifierReward(f"http://127.0.0.1:{port}")
+    reward.client.max_retries = 0
+    with pytest.raises(VerifierUnavailableError):
+        reward(prompts=["p"], completions=["\\boxed{1}"], solution=["1"])
+    reward.close()
