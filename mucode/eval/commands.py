@@ -220,7 +220,7 @@ def math(
     ] = None,
     samples: Samples = None,
     data_dir: Annotated[
-        Path | None, typer.Option("--data-dir", help="Local copies (e.g. ../shared/data/math).")
+        Path | None, typer.Option("--data-dir", help="Local benchmark files (default: the copies shipped with mucode, else the Hub).")
     ] = None,
     instruction: Annotated[
         str | None, typer.Option("--instruction", help="Appended to each problem.")

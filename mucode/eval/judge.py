@@ -1,4 +1,4 @@
-"""Verifying samples through the verifier service (SPEC §6: evaluators never run code themselves).
+"""Verifying samples through the verifier service (evaluators never run model code themselves).
 
 Every sample becomes one or more verifier items ("parts": LiveCodeBench and math have one, EvalPlus
 two, its base and its plus tests). A part whose item is None was decided without the verifier
@@ -46,7 +46,7 @@ class Part:
     index: int
     part: str
     item: dict[str, Any] | None
-    """The SPEC §3 item, or None when the verdict is `decided` without running anything."""
+    """The verifier item (program, response, spec), or None when the verdict is `decided` without running anything."""
     decided: str = "no_code"
 
 

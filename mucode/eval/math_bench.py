@@ -1,7 +1,9 @@
 """Math evaluation: MATH500, AIME24, AIME25, AMC23, AMC24; pass@1 and the five-benchmark average.
 
-Each benchmark loads from its Hugging Face Hub data set or from a local directory (`data_dir`,
-e.g. `../shared/data/math`). Field names differ between sources and are mapped per source below.
+Each benchmark loads from a local directory (`data_dir`), else from the copies shipped with mucode
+(`mucode.assets.MATH_DATA_DIR`: MATH500, AIME24, AIME25, AMC23; provenance in its README), else from
+its Hugging Face Hub data set (AMC24, which has no shipped copy). Field names differ between sources
+and are mapped per source below.
 A response is scored by the verifier's `math` reward program (math-verify on the last `\\boxed{}`),
 never by string comparison (AMC answers such as `27.0` must equal `27`).
 
@@ -43,6 +45,8 @@ __all__ = [
 ]
 
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+SHIPPED_MATH_REVISION = "mlfoundations/evalchemy@6ed674159b37f740f2353a86f596f49f6ac13c19"
+"""Where the copies in `mucode/assets/math` come from (see its README)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class MathBenchmark:
     hub_split: str
     hub_fields: FieldMap
     local_file: str | None
-    """File name in a data directory (the layout of ../shared/data/math); None: no local copy known."""
+    """File name in a data directory (the layout of `mucode/assets/math`); None: no local copy known."""
     local_fields: FieldMap | None
     default_samples: int
     hub_files: tuple[str, ...] = ()
@@ -178,18 +182,39 @@ def _hub_rows(bench: MathBenchmark, revision: str | None) -> list[dict[str, Any]
     return rows
 
 
+def math_data_file(name: str, data_dir: str | Path | None = None) -> Path | None:
+    """The local file a benchmark is read from: `data_dir` first, then the copy shipped with mucode;
+    None when neither holds it (then it comes from the Hub)."""
+    from mucode.assets import MATH_DATA_DIR
+
+    bench = _benchmark(name)
+    dirs = ([Path(data_dir)] if data_dir is not None else []) + [MATH_DATA_DIR]
+    return next((p for p in (_local_file(bench, d) for d in dirs) if p is not None), None)
+
+
+def math_data_source(name: str, data_dir: str | Path | None = None, revision: str | None = None) -> str:
+    """Where a benchmark's problems come from, for the report (`data` field)."""
+    from mucode.assets import MATH_DATA_DIR
+
+    path = math_data_file(name, data_dir)
+    if path is None:
+        return f"hf://datasets/{_benchmark(name).hub_id}@{revision or 'main'}"
+    if path.parent == MATH_DATA_DIR:
+        return f"mucode/assets/math/{path.name} ({SHIPPED_MATH_REVISION})"
+    return str(path)
+
+
 def load_math_problems(
     name: str, *, data_dir: str | Path | None = None, revision: str | None = None
 ) -> list[MathProblem]:
-    """A benchmark's problems from `data_dir` when it holds the benchmark's file, else from the Hub."""
+    """A benchmark's problems from `data_dir`, else from the copy shipped with mucode, else the Hub."""
     from mucode.eval.hub import read_records
 
     bench = _benchmark(name)
-    if data_dir is not None:
-        path = _local_file(bench, Path(data_dir))
-        if path is not None:
-            fields = bench.local_fields if path.name == bench.local_file else bench.hub_fields
-            return _rows_to_problems(read_records(path), fields or bench.hub_fields, str(path))
+    path = math_data_file(name, data_dir)
+    if path is not None:
+        fields = bench.local_fields if path.name == bench.local_file else bench.hub_fields
+        return _rows_to_problems(read_records(path), fields or bench.hub_fields, str(path))
     return _rows_to_problems(_hub_rows(bench, revision), bench.hub_fields, f"Hub {bench.hub_id}")
 
 
