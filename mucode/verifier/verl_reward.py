@@ -8,7 +8,7 @@ Point verl at it::
 and set ``MUCODE_VERIFIER_URL`` (comma-separated base URLs; ``MUCODE_VERIFIER_TOKEN`` if needed).
 
 How a verl sample becomes a mucode item (first rule that applies):
-1. ``extra_info["mucode"]``: ``{"program": ..., "spec": {...}}`` used as is;
+1. ``extra_info["mucode"]``: ``{"program": ..., "spec": {...}}`` (or its JSON text) used as is;
 2. ``ground_truth`` is a dict (or JSON text of one) with ``tests``: a code item with that spec;
 3. ``ground_truth`` has ``inputs``/``outputs`` (verl's sandbox_fusion format, optional ``fn_name``):
    a code item, stdio (or call when ``fn_name`` is set);
@@ -43,8 +43,10 @@ def to_item(data_source: str, solution_str: str, ground_truth: Any, extra_info: 
     """The mucode item for one verl sample (rules in the module docstring)."""
     extra = extra_info or {}
     item_id = str(extra["index"]) if "index" in extra else None
-    if isinstance(extra.get("mucode"), dict):
-        spec = extra["mucode"]
+    spec = extra.get("mucode")
+    if isinstance(spec, str):  # JSON text, as `mucode verl-config --data-out` writes it to Parquet
+        spec = json.loads(spec)
+    if isinstance(spec, dict):
         return {"id": item_id, "program": spec["program"], "response": solution_str, "spec": spec.get("spec", {})}
     truth = ground_truth
     if isinstance(truth, str) and truth.lstrip().startswith("{"):
