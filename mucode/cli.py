@@ -32,7 +32,8 @@ app = typer.Typer(
 config_app = typer.Typer(help="Inspect the resolved configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
-_AREAS = ("mucode.verifier.commands", "mucode.train.commands", "mucode.eval.commands")
+_AREAS = ("mucode.verifier.commands", "mucode.train.commands", "mucode.eval.commands",
+          "mucode.integrations.commands")
 
 ConfigOption = Annotated[
     str | None,

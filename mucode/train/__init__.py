@@ -4,6 +4,6 @@ optimize → checkpoint → hand over for every stage; ``mucode train`` is its c
 Modules: ``loop`` (the stage loop, top to bottom), ``rollout_phase`` (generate + verify + store),
 ``optimize`` (one update), ``store`` (Parquet stage store), ``checkpoint``, ``verify`` (verifier
 client pipeline), ``logger`` (metrics.jsonl / TensorBoard / wandb), ``plot``, ``summary``,
-``distributed`` (torchrun + FSDP), ``verl_bridge`` (``mucode verl-config``), ``commands`` (CLI).
+``distributed`` (torchrun + FSDP), ``commands`` (CLI).
 Nothing is imported at package import time.
 """

@@ -1,4 +1,4 @@
-"""The trainer's commands: ``mucode train``, ``mucode plot`` and ``mucode verl-config``.
+"""The trainer's commands: ``mucode train`` and ``mucode plot`` (``verl-config``: mucode.integrations).
 
 Heavy imports (torch, transformers, matplotlib) happen inside the commands so ``mucode --help``
 stays fast.
@@ -75,28 +75,6 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (holds me
         typer.echo(str(p))
 
 
-def verl_config(
-    task: Annotated[str | None, typer.Option("--task", help="code or math (sets data.task).")] = None,
-    config: ConfigOpt = None,
-    overrides: OverridesArg = None,
-    as_yaml: Annotated[bool, typer.Option("--yaml", help="Print a YAML mapping instead of key=value lines.")] = False,
-) -> None:
-    """Print the verl (Ray, multi-node) overrides for the same run, using mucode's registered losses."""
-    from mucode.cli import resolve_config
-    from mucode.train.verl_bridge import verl_command, verl_overrides, verl_warnings
-
-    cfg = resolve_config(config, _overrides(task, None, overrides))
-    if as_yaml:
-        import yaml
-
-        typer.echo(yaml.safe_dump(dict(verl_overrides(cfg)), sort_keys=False, allow_unicode=True).rstrip())
-    else:
-        typer.echo(verl_command(cfg))
-    for warning in verl_warnings(cfg):
-        typer.secho(f"note: {warning}", fg=typer.colors.YELLOW, err=True)
-
-
 def register(app: typer.Typer) -> None:
     app.command("train")(train)
     app.command("plot")(plot)
-    app.command("verl-config")(verl_config)

@@ -1,0 +1,230 @@
+"""``mucode verl-config``: a complete verl 0.9.1 run (config file + command) for a mucode config.
+
+The config side of the verl integration. It lives beside ``mucode.integrations.verl`` rather than in
+it because importing that package registers the losses in verl's registry, which imports verl
+(~10 s); writing a config file must not need verl installed.
+
+What it emits, for a :class:`MucodeConfig` plus the facts of one cluster (:class:`VerlRun`):
+
+- a nested, typed Hydra config file (``defaults: [ppo_trainer, _self_]``, verl's config directory
+  on the search path through ``pkg://verl.trainer.config``) holding the model, the data files, the
+  reward through mucode's verifier (``reward.custom_reward_function`` → ``verl_reward.py``), the GPU
+  and node counts, the project name and mucode's losses;
+- the command that runs it (``python -m verl.trainer.main_ppo --config-path DIR --config-name NAME``);
+- optionally the training data in verl's Parquet schema (:func:`write_verl_parquet`): each row's
+  ``extra_info.mucode`` holds the verifier program and spec, so one file may mix math and code.
+
+Mapping (μ-GRPO stage = one verl step): ``data.train_batch_size = prompts_per_update ×
+updates_per_stage`` (B_train), ``ppo_mini_batch_size = prompts_per_update`` (B_mini),
+``ppo_epochs = 1``, ``trainer.total_training_steps = num_stages``. Behaviour log-probs: verl's
+decoupled mode recomputes them with the actor (the "recompute" option); bypass mode would replace
+the loss, so it is kept off. Micro-batches are token-budgeted (``use_dynamic_bsz``) with
+``batch.micro_batch_tokens`` per GPU. verl keeps a whole step's batch (B_train × G responses) on
+its driver: see docs/verl.md for the host memory that takes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mucode.config import MucodeConfig
+
+__all__ = ["EXTERNAL_MODULE", "VerlRun", "verl_command", "verl_overrides", "verl_run_config", "verl_settings",
+           "verl_warnings", "write_verl_parquet", "write_verl_run"]
+
+EXTERNAL_MODULE = "mucode.integrations.verl"
+CONFIG_NAME = "mucode_verl"
+ENV = "ray_kwargs.ray_init.runtime_env.env_vars"
+ACTOR = "actor_rollout_ref.actor"
+_NO_LIMIT = 1e9  # verl has no "off" for dual-clip and grad clipping: an unreachable constant
+
+
+@dataclass(frozen=True)
+class VerlRun:
+    """What a verl run needs beyond the algorithm: model, data, reward hookup and hardware."""
+
+    model_path: str
+    """A Hugging Face model directory or Hub id, loadable by every node."""
+    train_files: list[str] = field(default_factory=list)
+    """verl Parquet files (``write_verl_parquet`` makes them from mucode data)."""
+    val_files: list[str] = field(default_factory=list)
+    """Validation Parquet files; empty: the training files (verl requires some)."""
+    verifier_url: str | None = None
+    """Base URL(s) of a mucode verifier, comma-separated, reachable from every node."""
+    gpus_per_node: int = 8
+    nnodes: int = 1
+    project: str = "mucode"
+
+
+def _objective_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
+    a = cfg.algo
+    if a.objective == "mu_grpo":
+        return [(f"{ENV}.MUCODE_VETO_SCOPE", a.veto_scope), (f"{ENV}.MUCODE_VETO_THRESHOLD", str(a.veto_threshold)),
+                (f"{ACTOR}.policy_loss.loss_mode", "mu_grpo"), (f"{ACTOR}.clip_ratio_high", a.clip_eps_high)]
+    if a.objective == "m2po":
+        mode = {"greedy": "greedy_mask", "waterfill": "water_fill"}[a.m2po_mode]
+        return [(f"{ENV}.MUCODE_M2PO_THRESHOLD", str(a.m2po_threshold)), (f"{ENV}.MUCODE_M2PO_MODE", mode),
+                (f"{ACTOR}.policy_loss.loss_mode", "m2po")]
+    # grpo: verl's own vanilla PPO-clip loss, which always applies dual-clip to A<0 tokens
+    return [(f"{ACTOR}.policy_loss.loss_mode", "vanilla"), (f"{ACTOR}.clip_ratio_low", a.clip_eps_low),
+            (f"{ACTOR}.clip_ratio_high", a.clip_eps_high),
+            (f"{ACTOR}.clip_ratio_c", a.dual_clip_c if a.dual_clip_c is not None else _NO_LIMIT)]
+
+
+def verl_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
+    """(dotted verl key, typed value) pairs equivalent to ``cfg``'s algorithm and batch plan."""
+    b, r, o = cfg.batch, cfg.rollout, cfg.optim
+    objective = _objective_settings(cfg)
+    return [
+        (f"{ENV}.VERL_USE_EXTERNAL_MODULES", EXTERNAL_MODULE),
+        *[p for p in objective if p[0].startswith(ENV)],
+        ("algorithm.adv_estimator", "grpo"),
+        ("algorithm.norm_adv_by_std_in_grpo", cfg.algo.adv_std != "none"),
+        ("algorithm.use_kl_in_reward", False),
+        ("algorithm.rollout_correction.bypass_mode", False),
+        ("algorithm.rollout_correction.rollout_is", None),
+        ("actor_rollout_ref.rollout.n", b.samples_per_prompt),
+        ("actor_rollout_ref.rollout.temperature", r.temperature),
+        ("actor_rollout_ref.rollout.top_p", r.top_p),
+        ("actor_rollout_ref.rollout.top_k", r.top_k),
+        ("data.max_response_length", r.max_response_tokens),
+        ("data.max_prompt_length", cfg.data.max_prompt_tokens),
+        ("data.train_batch_size", b.prompts_per_update * b.updates_per_stage),
+        (f"{ACTOR}.ppo_mini_batch_size", b.prompts_per_update),
+        (f"{ACTOR}.ppo_epochs", 1),
+        ("trainer.total_training_steps", b.num_stages),
+        *[p for p in objective if not p[0].startswith(ENV)],
+        (f"{ACTOR}.loss_agg_mode", cfg.algo.loss_agg),
+        (f"{ACTOR}.use_kl_loss", False),
+        (f"{ACTOR}.entropy_coeff", 0),
+        (f"{ACTOR}.optim.lr", o.lr),
+        (f"{ACTOR}.optim.weight_decay", o.weight_decay),
+        (f"{ACTOR}.optim.betas", [o.betas[0], o.betas[1]]),
+        (f"{ACTOR}.grad_clip", o.grad_clip if o.grad_clip is not None else _NO_LIMIT),
+        (f"{ACTOR}.optim.lr_warmup_steps", o.warmup_updates),
+        ("trainer.experiment_name", cfg.train.run_name),
+    ]
+
+
+def _run_settings(cfg: MucodeConfig, run: VerlRun) -> list[tuple[str, Any]]:
+    from mucode.verifier import verl_reward
+
+    out: list[tuple[str, Any]] = [
+        ("actor_rollout_ref.model.path", run.model_path),
+        ("actor_rollout_ref.rollout.name", "vllm"),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", cfg.rollout.tensor_parallel_size),
+        ("actor_rollout_ref.rollout.gpu_memory_utilization", cfg.rollout.gpu_memory_utilization),
+        (f"{ACTOR}.use_dynamic_bsz", True),
+        (f"{ACTOR}.ppo_max_token_len_per_gpu", cfg.batch.micro_batch_tokens),
+        ("data.train_files", list(run.train_files)),
+        ("data.val_files", list(run.val_files or run.train_files)),
+        ("reward.custom_reward_function.path", str(Path(verl_reward.__file__).resolve())),
+        ("reward.custom_reward_function.name", "compute_score"),
+        ("trainer.project_name", run.project),
+        ("trainer.n_gpus_per_node", run.gpus_per_node),
+        ("trainer.nnodes", run.nnodes),
+        ("trainer.logger", ["console"]),
+    ]
+    if run.verifier_url:
+        out.append((f"{ENV}.MUCODE_VERIFIER_URL", run.verifier_url))
+    return out
+
+
+def verl_run_config(cfg: MucodeConfig, run: VerlRun) -> dict[str, Any]:
+    """The nested verl config file (a dict to dump as YAML) for ``cfg`` on ``run``."""
+    tree: dict[str, Any] = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]},
+                            "defaults": ["ppo_trainer", "_self_"]}
+    for key, value in [*verl_settings(cfg), *_run_settings(cfg, run)]:
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def write_verl_run(cfg: MucodeConfig, run: VerlRun, out_dir: Path) -> tuple[Path, str]:
+    """Writes ``out_dir/mucode_verl.yaml``; returns it and the shell command that runs it."""
+    import yaml
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{CONFIG_NAME}.yaml"
+    header = "# verl 0.9.1 run written by `mucode verl-config`; run it with the command printed beside it.\n"
+    path.write_text(header + yaml.safe_dump(verl_run_config(cfg, run), sort_keys=False, allow_unicode=True))
+    env = f"VERL_USE_EXTERNAL_MODULES={EXTERNAL_MODULE}"
+    if run.verifier_url:
+        env += f" MUCODE_VERIFIER_URL={run.verifier_url}"
+    command = (f"{env} python -m verl.trainer.main_ppo --config-path {out_dir.resolve()} "
+               f"--config-name {CONFIG_NAME}")
+    return path, command
+
+
+def write_verl_parquet(records: Iterable[Any], path: Path, *, data_source: str = "mucode") -> int:
+    """Writes task records (``mucode.data.TaskRecord``) as verl's RL Parquet schema; returns the row count.
+
+    ``extra_info.mucode`` holds ``{"program", "spec"}`` as JSON text (the verifier item's program and
+    spec, read back by ``verl_reward.compute_score``), so math and code rows can share one file.
+    ``reward_model.ground_truth`` carries the math answer, or the code spec as JSON, for verl's own tools.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for index, record in enumerate(records):
+        answer = record.spec.get("answer") if record.program == "math" else None
+        rows.append({
+            "data_source": data_source,
+            "prompt": [{"role": m["role"], "content": m["content"]} for m in record.messages],
+            "ability": record.program,
+            "reward_model": {"style": "rule",
+                             "ground_truth": str(answer) if answer is not None else json.dumps(record.spec)},
+            "extra_info": {"index": index, "prompt_id": record.prompt_id,
+                           "mucode": json.dumps({"program": record.program, "spec": record.spec})},
+        })
+    if not rows:
+        raise ValueError(f"no records to write to {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return len(rows)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "[" + ",".join(_fmt(v) for v in value) + "]"
+    return str(value)
+
+
+def verl_overrides(cfg: MucodeConfig) -> list[tuple[str, str]]:
+    """(key, value) Hydra command-line overrides for ``python -m verl.trainer.main_ppo`` equivalent to ``cfg``.
+
+    Keys verl's schema lacks (Ray's environment variables) carry Hydra's ``+`` prefix."""
+    return [(("+" if k.startswith(ENV) else "") + k, _fmt(v)) for k, v in verl_settings(cfg)]
+
+
+def verl_warnings(cfg: MucodeConfig) -> list[str]:
+    """Settings of ``cfg`` that verl cannot reproduce exactly."""
+    out = []
+    if cfg.algo.adv_std == "population":
+        out.append("verl's GRPO std is the unbiased one; algo.adv_std=population has no verl equivalent")
+    if cfg.algo.loss_agg == "seq-mean-token-sum-norm":
+        out.append("seq-mean-token-sum-norm: verl's L is its padded response length")
+    if not cfg.algo.recompute_behaviour_logprobs:
+        out.append("verl recomputes the behaviour log-probs with the actor (decoupled mode); "
+                   "the engine's stored log-probs are not used there")
+    return out
+
+
+def verl_command(cfg: MucodeConfig) -> str:
+    """The shell command (export + python -m verl.trainer.main_ppo with the overrides)."""
+    lines = [f"export VERL_USE_EXTERNAL_MODULES={EXTERNAL_MODULE}", "python -m verl.trainer.main_ppo \\"]
+    pairs = verl_overrides(cfg)
+    lines += [f"  {k}={v}" + (" \\" if i < len(pairs) - 1 else "") for i, (k, v) in enumerate(pairs)]
+    return "\n".join(lines)
