@@ -1,7 +1,8 @@
 """The one typed config tree of mucode: every default lives here.
 
-Precedence, lowest first: the defaults below → a YAML file (`configs/*.yaml`, or a preset name such
-as `mu_grpo`) → `key=value` overrides (`algo.veto_scope=suffix`). `load_config` resolves all three
+Precedence, lowest first: the defaults below → YAML files (`configs/*.yaml`, or preset names such
+as `mu_grpo`; several, comma-separated, merge left to right: `mu_grpo,qwen2.5-math-7b`) → `key=value`
+overrides (`algo.veto_scope=suffix`). `load_config` resolves all three
 and validates the result; impossible combinations raise `ConfigError` with a message that names the
 valid values. The defaults are the μ-GRPO paper's (Tian, Xie, Wei 2026) for math.
 
@@ -32,6 +33,8 @@ __all__ = [
     "batch_plan",
     "load_config",
     "preset_names",
+    "STORE_KEYS",
+    "store_key_changes",
 ]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -71,15 +74,16 @@ class DataConfig(_Section):
     """Use at most this many prompts (None: all)."""
     instruction: str | None = None
     """Instruction appended to each problem. None: the paper's instruction for the task."""
-    max_prompt_tokens: int = 2048
-    """Prompts longer than this are dropped (and counted)."""
+    max_prompt_tokens: int = Field(2048, ge=1)
+    """Prompts longer than this (chat template applied) are dropped before the run, and counted
+    (`data/dropped_long_prompts` in the summary). Prompt + `rollout.max_response_tokens` must fit the model."""
     shuffle_seed: int = 0
     """Seed of the prompt order; each stage draws the next B_train prompts of this order."""
 
 
 class RolloutConfig(_Section):
-    engine: Literal["hf", "vllm"] = "hf"
-    """Inference engine: `vllm` on GPUs, `hf` (transformers) anywhere."""
+    engine: Literal["hf", "vllm", "dummy"] = "hf"
+    """Inference engine: `vllm` on GPUs, `hf` (transformers) anywhere, `dummy` (random tokens, no model; benches)."""
     temperature: float = Field(1.0, gt=0)
     """Sampling temperature; behaviour log-probs are taken at this temperature."""
     top_p: float = Field(1.0, gt=0, le=1)
@@ -131,7 +135,7 @@ class BatchConfig(_Section):
     samples_per_prompt: int = Field(8, ge=2)
     """G: responses sampled per prompt (a group)."""
     prompts_per_update: int = Field(32, ge=1)
-    """B_mini: prompt groups in one optimizer update (code task in the paper: 16)."""
+    """B_mini: prompt groups in one optimizer update. Not set: 32 for `data.task=math`, 16 for `code` (the paper's)."""
     updates_per_stage: int = Field(1024, ge=1)
     """μ: optimizer updates made on one stage's rollouts (staleness). GRPO baseline: 4."""
     num_stages: int = Field(4, ge=1)
@@ -213,6 +217,16 @@ class EvalConfig(_Section):
     """Nucleus sampling of the evaluation during training."""
 
 
+TASK_PROMPTS_PER_UPDATE: dict[str, int] = {"math": 32, "code": 16}
+"""B_mini per task when `batch.prompts_per_update` is not given (the paper's math and code batches)."""
+
+
+def _get(section: Any, key: str) -> Any:
+    if isinstance(section, BaseModel):
+        return getattr(section, key, None)
+    return section.get(key) if isinstance(section, dict) else None
+
+
 class MucodeConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
@@ -223,6 +237,23 @@ class MucodeConfig(_Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_batch(cls, data: Any) -> Any:
+        """`data.task=code` takes the paper's code batch (16 prompts per update) unless the batch is set."""
+        if not isinstance(data, dict):
+            return data
+        task = _get(data.get("data"), "task")
+        batch = data.get("batch")
+        given = batch.model_fields_set if isinstance(batch, BatchConfig) else set(batch or {})
+        if task in TASK_PROMPTS_PER_UPDATE and "prompts_per_update" not in given:
+            if isinstance(batch, BatchConfig):
+                batch = batch.model_copy(update={"prompts_per_update": TASK_PROMPTS_PER_UPDATE[task]})
+            else:
+                batch = {**(batch or {}), "prompts_per_update": TASK_PROMPTS_PER_UPDATE[task]}
+            data = {**data, "batch": batch}
+        return data
 
     @model_validator(mode="after")
     def _check_combinations(self) -> MucodeConfig:
@@ -255,9 +286,16 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
 
 
-def _read_yaml(config: str | Path) -> dict[str, Any]:
+def _read_yaml(config: str | Path | list[str]) -> dict[str, Any]:
+    """One file or preset; a list (or a comma-separated string of names) merges left to right."""
+    if isinstance(config, list) or (isinstance(config, str) and "," in config and not Path(config).exists()):
+        names = config if isinstance(config, list) else [c.strip() for c in config.split(",") if c.strip()]
+        merged: dict[str, Any] = {}
+        for name in names:
+            _deep_merge(merged, _read_yaml(name))
+        return merged
     path = Path(config)
-    if not path.exists() and not path.suffix:
+    if not path.exists() and (CONFIG_DIR / f"{config}.yaml").exists():
         path = CONFIG_DIR / f"{config}.yaml"
     if not path.exists():
         raise ConfigError(f"config file {config!s} not found; give a path or one of the presets: {', '.join(preset_names())}")
@@ -319,6 +357,42 @@ def load_config(config: str | Path | None = None, overrides: list[str] | None = 
         return MucodeConfig.model_validate(tree)
     except ValidationError as err:
         raise ConfigError(_format_error(err)) from None
+
+
+STORE_KEYS: tuple[str, ...] = (
+    "model.path", "data", "batch.samples_per_prompt", "batch.prompts_per_update", "batch.updates_per_stage",
+    "rollout.temperature", "rollout.top_p", "rollout.top_k", "rollout.max_response_tokens", "rollout.seed",
+    "algo.adv_std", "algo.adv_eps", "algo.recompute_behaviour_logprobs", "train.seed", "train.groups_per_shard",
+)
+"""Keys that shape a run's stage stores or their reading order (a section name covers all its keys):
+a resume must keep them (`batch.num_stages` may grow; everything else may change)."""
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def store_key_changes(saved: dict[str, Any], cfg: MucodeConfig) -> list[str]:
+    """`key: saved → now` for every store-shaping key (`STORE_KEYS`) whose value differs from ``saved``
+    (a run's config.yaml as a mapping). Empty: the stores on disk match ``cfg``."""
+    old, new = _flatten(saved), _flatten(cfg.model_dump(mode="json"))
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        if not any(key == k or key.startswith(k + ".") for k in STORE_KEYS):
+            continue
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, list) or isinstance(b, list):
+            a, b = list(a or []) if a is not None else a, list(b or []) if b is not None else b
+        if a != b:
+            changes.append(f"{key}: {a!r} → {b!r}")
+    return changes
 
 
 def batch_plan(cfg: MucodeConfig) -> dict[str, int]:

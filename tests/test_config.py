@@ -92,3 +92,66 @@ def test_batch_plan_is_consistent() -> None:
     assert plan["responses_per_stage"] == 16 * 64 * 8
     assert plan["total_updates"] == 64 * 3
     assert plan["engine_switches"] == 6
+
+
+# The paper's settings (its appendix): model → (Hub id, context = prompt + response, task, B_mini).
+PAPER_MODELS = {
+    "qwen2.5-math-7b": ("Qwen/Qwen2.5-Math-7B", 4096, "math", 32),
+    "r1-distill-qwen-7b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", 8192, "math", 32),
+    "qwen3-1.7b-base": ("Qwen/Qwen3-1.7B-Base", 8192, "math", 32),
+    "qwen3-4b-base": ("Qwen/Qwen3-4B-Base", 8192, "math", 32),
+    "qwen3-8b-base": ("Qwen/Qwen3-8B-Base", 8192, "math", 32),
+    "qwen2.5-coder-7b": ("Qwen/Qwen2.5-Coder-7B", 8192, "code", 16),
+}
+# algorithm → (objective, μ, stages, clip low, clip high, dual-clip c, veto scope, M2PO τ)
+PAPER_ALGOS = {
+    None: ("mu_grpo", 1024, 4, 1.0, 4.0, None, "sequence", None),
+    "mu_grpo": ("mu_grpo", 1024, 4, 1.0, 4.0, None, "sequence", None),
+    "grpo_mu4": ("grpo", 4, 1024, 0.2, 0.2, 3.0, "none", None),
+    "grpo_mu1024": ("grpo", 1024, 4, 0.2, 0.2, 3.0, "none", None),
+    "m2po": ("m2po", 1024, 4, 1.0, 4.0, None, "none", 0.04),
+}
+MATH_BENCHMARKS = ["aime24", "aime25", "amc23", "amc24", "math500"]
+
+
+@pytest.mark.parametrize("algo", list(PAPER_ALGOS))
+@pytest.mark.parametrize("model", list(PAPER_MODELS))
+def test_paper_presets_resolve_to_the_appendix_numbers(model: str, algo: str | None) -> None:
+    hub, context, task, b_mini = PAPER_MODELS[model]
+    objective, mu, stages, low, high, dual, veto, m2 = PAPER_ALGOS[algo]
+    for names in ([model] if algo is None else [f"{model},{algo}", f"{algo},{model}"]):  # either order
+        cfg = load_config(names)
+        assert cfg.model.path == hub and cfg.data.task == task and cfg.model.dtype == "bfloat16"
+        assert cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens == context
+        assert cfg.batch.prompts_per_update == b_mini and cfg.batch.samples_per_prompt == 8
+        assert (cfg.batch.updates_per_stage, cfg.batch.num_stages) == (mu, stages)
+        assert batch_plan(cfg)["total_updates"] == 4096
+        assert (cfg.algo.objective, cfg.algo.clip_eps_low, cfg.algo.clip_eps_high) == (objective, low, high)
+        assert cfg.algo.dual_clip_c == dual and cfg.algo.veto_scope == veto
+        if m2 is not None:
+            assert cfg.algo.m2po_threshold == m2
+        if objective == "mu_grpo":
+            assert cfg.algo.veto_threshold == 1e-4
+        assert cfg.optim.lr == 1e-6 and cfg.optim.betas == (0.9, 0.999) and cfg.optim.weight_decay == 0.01
+        assert cfg.optim.warmup_updates == 0 and cfg.rollout.temperature == 1.0
+        assert cfg.train.eval_every == 200
+        assert cfg.eval.benchmarks == (MATH_BENCHMARKS if task == "math" else ["livecodebench"])
+
+
+def test_mu_grpo_refuses_dual_clip_and_grpo_presets_carry_it() -> None:
+    for preset in ("grpo_mu4", "grpo_mu1024"):
+        assert load_config(preset).algo.dual_clip_c == 3.0
+    with pytest.raises(ConfigError, match="dual_clip_c must be null with algo.objective=mu_grpo"):
+        load_config("mu_grpo", ["algo.dual_clip_c=3"])
+    with pytest.raises(ConfigError, match="dual_clip_c must be null"):
+        load_config("grpo_mu4", ["algo.objective=mu_grpo", "algo.veto_scope=sequence"])
+
+
+def test_code_task_takes_the_code_batch_unless_overridden() -> None:
+    assert load_config(None, ["data.task=code"]).batch.prompts_per_update == 16
+    assert load_config("mu_grpo", ["data.task=code"]).batch.prompts_per_update == 16
+    assert load_config("grpo_mu4", ["data.task=code"]).batch.prompts_per_update == 16
+    assert load_config(None, ["data.task=code", "batch.prompts_per_update=32"]).batch.prompts_per_update == 32
+    assert load_config("tiny", ["data.task=code"]).batch.prompts_per_update == 8  # the file sets it
+    assert load_config(None, ["data.task=math"]).batch.prompts_per_update == 32
+    assert batch_plan(load_config(None, ["data.task=code"]))["prompts_per_stage (B_train)"] == 16 * 1024

@@ -50,9 +50,11 @@ def train(
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # weight-loading bars would drown the trainer's own
+    from mucode.config import ConfigError
+
     try:
         result = run_training(cfg, resume=resume)
-    except ResumeError as err:
+    except (ResumeError, ConfigError) as err:
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
     if plot:

@@ -35,7 +35,6 @@ from mucode.config import MucodeConfig, batch_plan
 from mucode.data.types import TaskRecord
 from mucode.train.checkpoint import Checkpointer, TrainerState, restore_rng
 from mucode.train.distributed import (
-    DistInfo,
     barrier,
     full_state_dict,
     init_distributed,
@@ -47,16 +46,13 @@ from mucode.train.distributed import (
 from mucode.train.logger import MetricsLogger
 from mucode.train.optimize import Updater, make_optimizer
 from mucode.train.policy import load_policy, resolve_model_path, save_policy
+from mucode.train.preflight import ResumeError, check_run, drop_long_prompts
 from mucode.train.store import StageStore, StageWriter
 from mucode.train.summary import write_summary
 
 __all__ = ["ResumeError", "RunResult", "run_training", "stage_prompts"]
 
 logger = logging.getLogger(__name__)
-
-
-class ResumeError(RuntimeError):
-    """The run directory does not match the request (nothing to resume, or a run already there)."""
 
 
 @dataclass
@@ -67,14 +63,18 @@ class RunResult:
 
 
 def stage_prompts(records: list[TaskRecord], stage: int, per_stage: int, seed: int) -> list[tuple[int, TaskRecord]]:
-    """The (slot, record) pairs of ``stage``: slots ``stage*per_stage …`` of a seeded, repeating order."""
+    """The (slot, record) pairs of ``stage``: slots ``stage*per_stage …`` of a seeded, repeating order.
+
+    Each pass over the data set (epoch) has its own shuffle, made once: O(per_stage + n) per stage."""
     out = []
     n = len(records)
+    orders: dict[int, list[int]] = {}
     for slot in range(per_stage):
-        position = stage * per_stage + slot
-        epoch, index = divmod(position, n)
-        order = list(range(n))
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        epoch, index = divmod(stage * per_stage + slot, n)
+        order = orders.get(epoch)
+        if order is None:
+            order = orders[epoch] = list(range(n))
+            random.Random(seed * 1_000_003 + epoch).shuffle(order)
         out.append((slot, records[order[index]]))
     return out
 
@@ -85,24 +85,6 @@ def _load_records(cfg: MucodeConfig) -> list[TaskRecord]:
     source = cfg.data.source or "default"
     return load_tasks(source, cfg.data.task, split=cfg.data.split, limit=cfg.data.limit,
                       instruction=cfg.data.instruction)
-
-
-def _prepare_run_dir(cfg: MucodeConfig, run_dir: Path, resume: bool, info: DistInfo) -> None:
-    saved = run_dir / "config.yaml"
-    if resume:
-        if not saved.exists():
-            raise ResumeError(
-                f"--resume: {run_dir} holds no run (no config.yaml). Start it without --resume, "
-                f"or point --run-dir at the run to continue."
-            )
-        return
-    if saved.exists() or (run_dir / "stages").exists():
-        raise ResumeError(
-            f"{run_dir} already holds a run. Continue it with --resume, or choose another "
-            f"--run-dir / train.run_name (or delete the directory)."
-        )
-    if info.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
 
 
 def _seed_everything(seed: int) -> None:
@@ -117,26 +99,10 @@ def run_training(
     """Run (or resume) the staged trainer described by ``cfg``; returns where its outputs are."""
     info = init_distributed(cfg.train.device)
     run_dir = cfg.run_path()
-    _prepare_run_dir(cfg, run_dir, resume, info)
+    check_run(cfg, run_dir, resume)  # every check on the config runs before anything is written
     plan = batch_plan(cfg)
     b = cfg.batch
     prompts_per_stage = b.prompts_per_update * b.updates_per_stage
-
-    # ── the resolved config and the batch plan, printed and saved before any work ───────────────
-    if info.is_main:
-        if resume:
-            previous = yaml.safe_load((run_dir / "config.yaml").read_text())
-            if previous.get("batch", {}).get("updates_per_stage") != b.updates_per_stage:
-                raise ResumeError(
-                    f"--resume with batch.updates_per_stage={b.updates_per_stage}, but the run used "
-                    f"{previous['batch']['updates_per_stage']}: the stage stores would not match. Use the same value."
-                )
-        text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-        (run_dir / "config.yaml").write_text(text)
-        (run_dir / "batch_plan.json").write_text(json.dumps(plan, indent=2, ensure_ascii=False))
-        width = max(map(len, plan))
-        print(f"mucode train → {run_dir}\n{text}\nbatch plan:")
-        print("\n".join(f"  {k:<{width}}  {v:>10,}" for k, v in plan.items()), flush=True)
 
     if cfg.eval.benchmarks and info.enabled:
         raise ValueError(
@@ -151,6 +117,20 @@ def run_training(
     model, tokenizer = load_policy(base_path, dtype=cfg.model.dtype, device=info.device,
                                    trust_remote_code=cfg.model.trust_remote_code,
                                    gradient_checkpointing=cfg.model.gradient_checkpointing)
+    records, dropped = drop_long_prompts(records, tokenizer, cfg.data.max_prompt_tokens)
+    data_counts = {"data/prompts": len(records), "data/dropped_long_prompts": dropped}
+
+    # ── the resolved config and the batch plan, printed and saved before any work ───────────────
+    if info.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        (run_dir / "config.yaml").write_text(text)
+        (run_dir / "batch_plan.json").write_text(json.dumps({**plan, **data_counts}, indent=2, ensure_ascii=False))
+        width = max(map(len, plan))
+        print(f"mucode train → {run_dir}\n{text}\nbatch plan:")
+        print("\n".join(f"  {k:<{width}}  {v:>10,}" for k, v in plan.items()), flush=True)
+        print(f"data: {len(records):,} prompts ({dropped:,} dropped: longer than data.max_prompt_tokens="
+              f"{cfg.data.max_prompt_tokens})", flush=True)
     checkpoints = Checkpointer(run_dir / "checkpoints", keep=cfg.train.checkpoint_keep)
 
     # ── resume: model, optimizer, RNG and data position from the latest checkpoint ─────────────
@@ -291,7 +271,7 @@ def run_training(
     state.engine_switches = 2 * sum(
         int(StageStore(p.parent, json.loads(p.read_text())).meta.get("engine_starts", 1))
         for p in sorted((run_dir / "stages").glob("stage-*/manifest.json")))
-    totals = _totals(state, time.perf_counter() - run_start, base_path)
+    totals = {**_totals(state, time.perf_counter() - run_start, base_path), **data_counts}
     if StageStore.is_complete(_final_dir(run_dir)):
         final_stats = StageStore.open(_final_dir(run_dir)).meta.get("rollout", {})
         totals["reward/final_mean"] = final_stats.get("reward/rollout_mean")
@@ -362,13 +342,7 @@ def _generate(cfg: MucodeConfig, k: int, records: list[TaskRecord], per_stage: i
     from mucode.train.rollout_phase import generate_stage
 
     slots = stage_prompts(records, k, per_stage, cfg.data.shuffle_seed)
-    prompts = []
-    for slot, record in slots:
-        ids = render_prompt(tokenizer, record)
-        if len(ids) > cfg.data.max_prompt_tokens:
-            raise ValueError(f"prompt {record.prompt_id} has {len(ids)} tokens > data.max_prompt_tokens="
-                             f"{cfg.data.max_prompt_tokens}")
-        prompts.append((slot, record, ids))
+    prompts = [(slot, record, render_prompt(tokenizer, record)) for slot, record in slots]  # lengths checked up front
     if StageStore.is_complete(store_dir):
         raise AssertionError("unreachable")
     if (store_dir / "manifest.json").exists():

@@ -26,6 +26,7 @@ def run_overrides(policy: Path, data: Path, run_dir: Path, **extra: Any) -> list
         "data.task": "math",
         "data.source": data,
         "rollout.max_response_tokens": 8,
+        "data.max_prompt_tokens": 256,  # the test policy has 512 positions
         "rollout.temperature": 1.0,
         "rollout.batch_size": 64,
         "batch.samples_per_prompt": 4,

@@ -1,0 +1,121 @@
+"""Checks that run before anything is written to a run directory, and the prompt-length filter.
+
+A run that cannot work is refused at once, with a message naming the fix, and leaves the run
+directory as it found it (so the corrected command is not refused as "already holds a run"):
+
+- the run directory: a fresh run refuses one that already holds a run; ``--resume`` refuses one
+  that holds none;
+- a resume refuses any change to a key that shapes the stage stores (``mucode.config.STORE_KEYS``:
+  batch sizes, ``data.*``, seeds, sampling settings), naming every changed key;
+- the context: ``data.max_prompt_tokens + rollout.max_response_tokens`` must fit the model's
+  positions (``max_position_embeddings`` of its ``config.json``; a Hub model not in the local cache
+  is not checked, and a note says so);
+- prompts longer than ``data.max_prompt_tokens`` are dropped before the first stage and counted
+  (never an error mid-run); a data set with no prompt left is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mucode.config import ConfigError, MucodeConfig, store_key_changes
+from mucode.data.types import TaskRecord
+
+__all__ = ["PreflightError", "ResumeError", "check_run", "drop_long_prompts", "model_positions"]
+
+
+class PreflightError(ConfigError):
+    """The run cannot start as configured; nothing was written."""
+
+
+class ResumeError(RuntimeError):
+    """The run directory does not match the request (nothing to resume, a run already there, or a
+    resume that changes the keys its stage stores were made with); nothing was written."""
+
+
+def _read_model_config(path: str) -> dict[str, Any] | None:
+    from mucode.assets import resolve_model_path
+
+    local = Path(resolve_model_path(path)) / "config.json"
+    if local.is_file():
+        return dict(json.loads(local.read_text()))
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(path, "config.json")
+    except Exception:  # noqa: BLE001 - not a Hub id, or no cache: the check is skipped
+        return None
+    return dict(json.loads(Path(cached).read_text())) if isinstance(cached, str) else None
+
+
+def model_positions(path: str) -> int | None:
+    """``max_position_embeddings`` of the model at ``path`` (local dir, ``tiny``, or a cached Hub id); None if unknown."""
+    config = _read_model_config(path)
+    if config is None:
+        return None
+    for section in (config, config.get("text_config") or {}):
+        value = section.get("max_position_embeddings")
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _check_context(cfg: MucodeConfig) -> None:
+    context = cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens
+    positions = model_positions(cfg.model.path)
+    if positions is None:
+        print(f"note: the context of {cfg.model.path} is unknown here (no local config.json); "
+              f"prompt + response = {context} tokens is not checked against it", flush=True)
+        return
+    if context > positions:
+        raise PreflightError(
+            f"data.max_prompt_tokens + rollout.max_response_tokens = {cfg.data.max_prompt_tokens} + "
+            f"{cfg.rollout.max_response_tokens} = {context} tokens, but {cfg.model.path} has {positions} positions; "
+            f"lower them so they sum to at most {positions}"
+        )
+
+
+def _check_run_dir(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
+    saved = run_dir / "config.yaml"
+    if resume:
+        if not saved.exists():
+            raise ResumeError(
+                f"--resume: {run_dir} holds no run (no config.yaml). Start it without --resume, "
+                f"or point --run-dir at the run to continue."
+            )
+        previous = yaml.safe_load(saved.read_text()) or {}
+        changes = store_key_changes(previous, cfg)
+        if changes:
+            raise ResumeError(
+                f"--resume changes keys that shape the stage stores of {run_dir}: " + "; ".join(changes)
+                + ". Resume with the run's values (its config.yaml), or start a new run in another --run-dir."
+            )
+        return
+    if saved.exists() or (run_dir / "stages").exists():
+        raise ResumeError(
+            f"{run_dir} already holds a run. Continue it with --resume, or choose another "
+            f"--run-dir / train.run_name (or delete the directory)."
+        )
+
+
+def check_run(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
+    """Every check on the config and the run directory that needs no model or data; writes nothing."""
+    _check_run_dir(cfg, run_dir, resume)
+    _check_context(cfg)
+
+
+def drop_long_prompts(records: list[TaskRecord], tokenizer: Any, max_prompt_tokens: int) -> tuple[list[TaskRecord], int]:
+    """(records whose rendered prompt fits ``max_prompt_tokens``, how many were dropped)."""
+    from mucode.data.prompts import render_prompt
+
+    kept = [r for r in records if len(render_prompt(tokenizer, r)) <= max_prompt_tokens]
+    if not kept:
+        raise PreflightError(
+            f"all {len(records)} prompts are longer than data.max_prompt_tokens={max_prompt_tokens} tokens; "
+            f"raise data.max_prompt_tokens (and lower rollout.max_response_tokens to stay within the model's context)"
+        )
+    return kept, len(records) - len(kept)
