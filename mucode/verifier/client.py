@@ -7,12 +7,19 @@
   re-sent). A 4xx is the caller's mistake: it raises ``VerifierRequestError`` with the server's message.
 - When retries run out, the affected items come back with status ``verifier_error`` (or the last
   infrastructure status the server gave): never raised per item, never a reward of 0/1 to trust.
+- Sends each distinct ``spec.tests`` object once per request (a shared test-set table keyed by
+  content hash, ``mucode.verifier.wire``) and cuts batches by bytes as well as by count, below
+  ``max_request_bytes`` (default: ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default).
+  An item too large for any request raises ``RequestTooLargeError`` before anything is sent.
+- Every send has an outer time limit (``timeout_s``); bodies are streamed from the encoded items
+  and test sets (no whole-body copies), so peak memory is about one copy of the distinct test sets.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import random
 import threading
 from collections.abc import Coroutine
@@ -20,22 +27,31 @@ from typing import Any, TypeVar
 
 import httpx
 
-__all__ = ["VerifierClient", "VerifierRequestError"]
+from mucode.verifier.batching import (
+    Batch,
+    Prepared,
+    RequestTooLargeError,
+    VerifierRequestError,
+    body,
+    body_length,
+    cut,
+    prepare,
+)
+from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES
+
+__all__ = ["RequestTooLargeError", "VerifierClient", "VerifierRequestError"]
 
 _INFRA = frozenset({"verifier_error", "sandbox_error"})
 _RETRY_CODES = frozenset({408, 429, 500, 502, 503, 504})
 T = TypeVar("T")
 
 
-class VerifierRequestError(ValueError):
-    """The verifier rejected the request (a 4xx): fix the items; retrying would not help."""
-
-    def __init__(self, status_code: int, error: str, problems: list[str]) -> None:
-        self.status_code = status_code
-        self.error = error
-        self.problems = problems
-        lines = [f"verifier rejected the request (HTTP {status_code}): {error}", *problems[:20]]
-        super().__init__("\n  ".join(lines))
+def _default_max_request_bytes() -> int:
+    raw = os.environ.get("MUCODE_MAX_REQUEST_BYTES", "").strip()
+    try:
+        return int(raw) if raw else DEFAULT_MAX_REQUEST_BYTES
+    except ValueError:
+        raise ValueError(f"MUCODE_MAX_REQUEST_BYTES={raw!r} is not an integer number of bytes") from None
 
 
 class VerifierClient:
@@ -50,7 +66,10 @@ class VerifierClient:
         max_concurrency: int = 8,
         backoff_s: float = 0.5,
         max_backoff_s: float = 10.0,
+        max_request_bytes: int | None = None,
     ) -> None:
+        """``timeout_s`` bounds each send (connect to last byte); ``max_request_bytes`` caps each body
+        (None: ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default cap)."""
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         urls = [u.strip() for url in urls for u in url.split(",") if u.strip()]
         if not urls:
@@ -58,6 +77,9 @@ class VerifierClient:
         self.base_urls = [(u if "://" in u else f"http://{u}").rstrip("/") for u in urls]
         if batch_size < 1 or max_concurrency < 1 or max_retries < 0:
             raise ValueError("batch_size and max_concurrency must be >= 1 and max_retries >= 0")
+        self.max_request_bytes = max_request_bytes if max_request_bytes is not None else _default_max_request_bytes()
+        if self.max_request_bytes < 1024 or timeout_s <= 0:
+            raise ValueError("max_request_bytes must be >= 1024 and timeout_s > 0")
         self.token = token
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -77,8 +99,12 @@ class VerifierClient:
         results: list[dict[str, Any] | None] = [None] * len(items)
         exhausted: set[int] = set()  # items whose HTTP retries already ran out: not re-sent again
         pending = list(range(len(items)))
+        if not items:
+            return []
+        prepared = await asyncio.to_thread(prepare, items)  # hashing megabytes of tests: off the loop
+        cut(prepared, items, pending, batch_size=self.batch_size, max_bytes=self.max_request_bytes)  # fail early
         for attempt in range(self.max_retries + 1):
-            await self._run_round(items, pending, results, exhausted)
+            await self._run_round(prepared, items, pending, results, exhausted)
             pending = [i for i in pending if i not in exhausted
                        and results[i] is not None and results[i]["status"] in _INFRA]  # type: ignore[index]
             if not pending or attempt == self.max_retries:
@@ -115,37 +141,44 @@ class VerifierClient:
             self._clients[loop] = client
         return client
 
-    async def _run_round(self, items: list[dict[str, Any]], indices: list[int],
+    async def _run_round(self, prepared: Prepared, items: list[dict[str, Any]], indices: list[int],
                          results: list[dict[str, Any] | None], exhausted: set[int]) -> None:
         sem = asyncio.Semaphore(self.max_concurrency)
 
-        async def one(batch: list[int]) -> None:
+        async def one(batch: Batch) -> None:
             async with sem:
-                out, ok = await self._post_batch([items[i] for i in batch])
-            for i, r in zip(batch, out, strict=True):
+                out, ok = await self._post_batch(prepared, batch, items)
+            for i, r in zip(batch.indices, out, strict=True):
                 results[i] = r
             if not ok:
-                exhausted.update(batch)
+                exhausted.update(batch.indices)
 
-        batches = [indices[k : k + self.batch_size] for k in range(0, len(indices), self.batch_size)]
+        batches = cut(prepared, items, indices, batch_size=self.batch_size, max_bytes=self.max_request_bytes)
         await asyncio.gather(*(one(b) for b in batches))
 
-    async def _post_batch(self, batch: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+    async def _send(self, url: str, prepared: Prepared, batch: Batch) -> httpx.Response:
+        headers = {"Content-Type": "application/json", "Content-Length": str(body_length(prepared, batch))}
+        return await asyncio.wait_for(
+            self._client().post(url, content=body(prepared, batch), headers=headers), self.timeout_s)
+
+    async def _post_batch(self, prepared: Prepared, batch: Batch,
+                          items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         """One batch, retried on infrastructure errors; 4xx raises; exhaustion gives infra results.
 
         Returns the results and whether the server answered (False: retries ran out here)."""
         last_error = "not sent"
+        n = len(batch.indices)
         for attempt in range(self.max_retries + 1):
             url = self.base_urls[next(self._next_url)] + "/v1/verify"
             try:
-                response = await self._client().post(url, json={"items": batch})
-            except httpx.TransportError as exc:  # connect, read, timeouts, protocol
-                last_error = f"{type(exc).__name__} from {url}: {exc}"
+                response = await self._send(url, prepared, batch)
+            except (httpx.TransportError, TimeoutError) as exc:  # connect, read, timeouts, protocol
+                last_error = f"{type(exc).__name__} from {url}: {str(exc) or f'no answer within timeout_s={self.timeout_s}'}"
             else:
                 if response.status_code == 200:
                     results = response.json()["results"]
-                    if len(results) != len(batch):
-                        last_error = f"{url} returned {len(results)} results for {len(batch)} items"
+                    if len(results) != n:
+                        last_error = f"{url} returned {len(results)} results for {n} items"
                     else:
                         return results, True
                 elif response.status_code in _RETRY_CODES:
@@ -155,7 +188,7 @@ class VerifierClient:
             if attempt < self.max_retries:
                 await asyncio.sleep(self._backoff(attempt))
         error = f"verifier unreachable after {self.max_retries + 1} attempts: {last_error}"
-        return [_infra_result(item, error) for item in batch], False
+        return [_infra_result(items[i], error) for i in batch.indices], False
 
     def _backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)

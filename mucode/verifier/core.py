@@ -5,6 +5,11 @@
 ``item_timeout_s``, yields a ``verifier_error`` result for that item only: the batch goes on.
 ``validate(items)`` checks program names and specs up front so the HTTP layer can answer 4xx before
 any work starts.
+
+Admission: ``admit(n)`` reserves room for ``n`` items (or one /run_code run) and refuses
+(``QueueFullError``, a 429 over HTTP) when more than ``max_queued_items`` would wait for a slot;
+``release(n)`` gives the room back. ``verify(items, timeout_s=...)`` is the outer limit of one request:
+items not scored by then come back ``verifier_error`` and their work is cancelled.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
 from mucode.verifier.metrics import VerifierMetrics
 from mucode.verifier.settings import VerifierSettings
 
-__all__ = ["ItemError", "Verifier"]
+__all__ = ["ItemError", "QueueFullError", "Verifier"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +43,14 @@ class ItemError:
 
     def __str__(self) -> str:
         return f"items[{self.index}]{self.loc}: {self.message}"
+
+
+class QueueFullError(RuntimeError):
+    """More work than ``max_queued_items`` would wait for a slot: come back after ``retry_after_s``."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class Verifier:
@@ -56,6 +69,7 @@ class Verifier:
         self._sandbox_given = sandbox is not None
         self.ctx = RewardContext(sandbox=sandbox, options=dict(self.settings.plugin_options))
         self._slots: asyncio.Semaphore | None = None
+        self._admitted = 0
         self.started = False
 
     @property
@@ -122,11 +136,55 @@ class Verifier:
                     errors.append(ItemError(i, ".spec" + loc, err["msg"]))
         return errors
 
-    async def verify(self, items: list[Item]) -> list[Result]:
-        """Scores every item concurrently; results in input order."""
+    def admit(self, n: int) -> None:
+        """Reserves room for ``n`` items; raises ``QueueFullError`` when they would overfill the queue."""
+        s = self.settings
+        waiting = self._admitted + n - s.max_concurrent_items
+        if waiting > s.max_queued_items:
+            raise QueueFullError(
+                f"the verifier is full ({self._admitted} items admitted, {s.max_concurrent_items} scored at once, "
+                f"at most {s.max_queued_items} may wait): retry after {s.retry_after_s} s, or raise "
+                "MUCODE_MAX_QUEUED_ITEMS / add verifier replicas", s.retry_after_s)
+        self._admitted += n
+
+    def release(self, n: int) -> None:
+        """Gives back room reserved with ``admit``."""
+        self._admitted = max(0, self._admitted - n)
+
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        """The scoring slots (for /run_code, which runs outside ``verify``)."""
+        if not self.started or self._slots is None:
+            raise RuntimeError("Verifier used before start()")
+        return self._slots
+
+    async def verify(self, items: list[Item], *, timeout_s: float | None = None) -> list[Result]:
+        """Scores every item concurrently; results in input order.
+
+        ``timeout_s`` bounds the whole call (queueing included): items not done by then are cancelled
+        and come back ``verifier_error``."""
         if not self.started or self._slots is None:
             raise RuntimeError("Verifier.verify() called before start()")
-        return list(await asyncio.gather(*(self._score_one(item) for item in items)))
+        tasks = [asyncio.ensure_future(self._score_one(item)) for item in items]
+        if not tasks:
+            return []
+        try:
+            await asyncio.wait(tasks, timeout=timeout_s)
+        finally:
+            late = [t for t in tasks if not t.done()]
+            for t in late:
+                t.cancel()
+            if late:
+                await asyncio.gather(*late, return_exceptions=True)
+        return [self._outcome(item, task, timeout_s) for item, task in zip(items, tasks, strict=True)]
+
+    def _outcome(self, item: Item, task: asyncio.Future[Result], timeout_s: float | None) -> Result:
+        if not task.cancelled() and task.exception() is None:
+            return task.result()
+        self.metrics.items.labels(item.program, RewardStatus.verifier_error.value).inc()
+        return Result.infra(item.id, RewardStatus.verifier_error,
+                            f"not scored within the request limit of {timeout_s} s (queueing included; "
+                            "MUCODE_REQUEST_TIMEOUT_S): re-send it")
 
     async def _score_one(self, item: Item) -> Result:
         assert self._slots is not None
@@ -136,6 +194,7 @@ class Verifier:
             await self._slots.acquire()
         finally:
             m.queue_depth.dec()
+        # From here on the slot is ours: cancellation (the request's outer limit) releases it below.
         m.in_flight.inc()
         t0 = time.perf_counter()
         try:

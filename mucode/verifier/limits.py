@@ -20,7 +20,7 @@ class BodySizeLimit:
     def _message(self) -> bytes:
         return json.dumps({
             "error": f"request body is larger than the limit of {self.max_bytes} bytes; send smaller batches "
-                     "(the client splits them with batch_size) or raise MUCODE_MAX_REQUEST_BYTES",
+                     "(VerifierClient(max_request_bytes=...) cuts them by bytes) or raise MUCODE_MAX_REQUEST_BYTES",
             "problems": [],
         }).encode()
 

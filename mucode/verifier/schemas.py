@@ -33,13 +33,33 @@ _MATH_ITEM: dict[str, Any] = {"id": "m1-s0", "program": "math", "response": "So 
               "spec": {"answer": "0.5"}}
 
 
-class VerifyRequest(BaseModel):
-    """A batch of items; items of different programs may be mixed."""
+_SHARED_TESTS: dict[str, Any] = {"format": "stdio", "inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]}
+_SHARED_KEY = "6d945e43011e0bab44db3c54bd9872558009e55f1dd8ea9d01175fe7fd1eb4c2"  # sha256 of its canonical JSON
+_SHARED_EXAMPLE: dict[str, Any] = {
+    "test_sets": {_SHARED_KEY: _SHARED_TESTS},
+    "items": [{"id": f"p1-s{k}", "program": "code", "response": response, "spec": {"tests": {"ref": _SHARED_KEY}}}
+              for k, response in enumerate(["```python\nprint(sum(map(int, input().split())))\n```",
+                                            "```python\nprint(0)\n```"])],
+}
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_CODE_ITEM, _CALL_ITEM, _ASSERT_ITEM,
-                                                                             _MATH_ITEM]}]})
+
+class VerifyRequest(BaseModel):
+    """A batch of items; items of different programs may be mixed.
+
+    Samples of one problem can share its tests: put the tests object once in ``test_sets`` under the
+    SHA-256 (hex) of its canonical JSON (``json.dumps(tests, sort_keys=True, separators=(",", ":"))``,
+    ASCII escapes) and give each item ``spec.tests = {"ref": "<that hash>"}``. Refs are resolved before
+    validation, so reward programs see the full tests; an unknown ref or a wrong hash is a 422.
+    ``VerifierClient`` does this by itself."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"items": [_CODE_ITEM, _CALL_ITEM, _ASSERT_ITEM, _MATH_ITEM]}, _SHARED_EXAMPLE]})
 
     items: list[Item] = Field(description="Items to score (item contract).")
+    test_sets: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Tests objects shared by items of this request, keyed by the SHA-256 of their canonical "
+                    "JSON; an item points at one with spec.tests = {\"ref\": key}.")
 
 
 class VerifyResponse(BaseModel):

@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES
 
 __all__ = ["VerifierSettings"]
 
@@ -35,14 +37,23 @@ class VerifierSettings(BaseSettings):
     run_code: bool = True
     """Serve the SandboxFusion-compatible /run_code endpoint (needs the sandbox backend)."""
 
-    max_request_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
-    """Largest accepted request body; larger is a 413."""
+    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, gt=0)
+    """Largest accepted request body; larger is a 413. ``VerifierClient`` cuts its batches below the same
+    default (and reads ``MUCODE_MAX_REQUEST_BYTES`` too): raise both together."""
     max_items_per_request: int = Field(default=4096, gt=0)
     """Most items in one /v1/verify request; more is a 413 (the client splits batches for you)."""
     max_concurrent_items: int = Field(default=64, gt=0)
     """Items scored at once over all requests; the rest wait in a queue (see verifier_queue_depth)."""
+    max_queued_items: int = Field(default=8192, gt=0)
+    """Items accepted but waiting for a scoring slot (/v1/verify items and /run_code runs together); a
+    request that would take the queue past it is a 429 with ``Retry-After``. At least max_items_per_request."""
+    retry_after_s: int = Field(default=2, ge=1)
+    """The ``Retry-After`` (seconds) of a 429 (queue full) or of a /run_code 504 (outer limit passed)."""
     item_timeout_s: float = Field(default=600.0, gt=0)
     """Outer limit on one item's scoring, queueing excluded; past it the item is a verifier_error."""
+    request_timeout_s: float = Field(default=900.0, gt=0)
+    """Outer limit on one request, queueing included. /v1/verify: items not scored by then come back
+    ``verifier_error`` (the client re-sends them); /run_code: a 504 with ``Retry-After``."""
 
     math_workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), gt=0)
     """math-verify worker processes."""
@@ -55,6 +66,15 @@ class VerifierSettings(BaseSettings):
     """Largest run_timeout accepted by /run_code."""
     plugin_options: dict[str, Any] = Field(default_factory=dict)
     """Free-form options handed to plug-in reward programs (``RewardContext.options``)."""
+
+    @model_validator(mode="after")
+    def _queue_holds_a_request(self) -> VerifierSettings:
+        if self.max_queued_items < self.max_items_per_request:
+            raise ValueError(
+                f"max_queued_items={self.max_queued_items} is below max_items_per_request="
+                f"{self.max_items_per_request}: a full-size request could never be queued; raise "
+                "MUCODE_MAX_QUEUED_ITEMS or lower MUCODE_MAX_ITEMS_PER_REQUEST")
+        return self
 
     @field_validator("token", mode="before")
     @classmethod

@@ -3,14 +3,23 @@
 Deviations from SandboxFusion: Python only (another language is a 422), no ``files``/``fetch_files``
 (a 422 when non-empty), ``compile_timeout`` is ignored (nothing is compiled). An infrastructure failure
 is ``status: SandboxError`` (verl maps it to -1, not to a wrong answer).
+
+Runs share the scoring slots and the queue bound of /v1/verify (a full queue is a 429 with
+``Retry-After``); a run not finished within ``request_timeout_s`` (queueing included) is a 504 with
+``Retry-After`` (verl's client retries a 504). Text that is not valid Unicode is a 422 before any work.
 """
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from fastapi import APIRouter, HTTPException, status
 
+from mucode.verifier.core import QueueFullError, Verifier
 from mucode.verifier.deps import Authorized, VerifierDep
 from mucode.verifier.schemas import ErrorResponse, RunCodeRequest, RunCodeResponse, RunResult
+from mucode.verifier.text import text_problems
 
 router = APIRouter(tags=["sandboxfusion"])
 
@@ -21,12 +30,12 @@ _RUN_STATUS = {"correct": "Finished", "runtime_error": "Error", "time_limit": "T
 
 
 @router.post("/run_code", response_model=RunCodeResponse, dependencies=[Authorized],
-             responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 503)})
+             responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 503, 504)})
 async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeResponse:
     """Runs one program with one stdin and returns its exit status and output (no checking)."""
     from mucode.sandbox.types import RawRun, Verdict
 
-    problems = []
+    problems = text_problems(request.model_dump())
     if request.language.lower() not in ("python", "python3"):
         problems.append(f"language: {request.language!r} is not supported; mucode runs 'python' only")
     if request.files or request.fetch_files:
@@ -47,10 +56,24 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
                  time_limit_s=request.run_timeout,
                  memory_limit_mb=_DEFAULT_MEMORY_MB if request.memory_limit_MB == -1 else request.memory_limit_MB)
     try:
-        outcome = await sandbox.run_raw(run)
+        verifier.admit(1)
+    except QueueFullError as exc:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(exc),
+                            headers={"Retry-After": str(exc.retry_after_s)}) from None
+    limit = verifier.settings.request_timeout_s
+    try:
+        outcome = await asyncio.wait_for(_run_in_slot(verifier, sandbox, run), limit)
+    except TimeoutError:
+        verifier.metrics.items.labels("run_code", "sandbox_error").inc()
+        raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, detail=(
+            f"the run did not finish within the request limit of {limit} s (queueing included; "
+            "MUCODE_REQUEST_TIMEOUT_S): the sandbox is overloaded or stuck, retry later"),
+            headers={"Retry-After": str(verifier.settings.retry_after_s)}) from None
     except Exception as exc:  # noqa: BLE001 - infrastructure: SandboxFusion's SandboxError
         verifier.metrics.items.labels("run_code", "sandbox_error").inc()
         return RunCodeResponse(status="SandboxError", message=f"sandbox backend failed: {exc!r}"[:1000])
+    finally:
+        verifier.release(1)
     verdict = Verdict(outcome.verdict)
     verifier.metrics.items.labels("run_code", verdict.value).inc()
     if verdict is Verdict.sandbox_error:
@@ -63,3 +86,8 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
     ok = verdict is Verdict.correct
     return RunCodeResponse(status="Success" if ok else "Failed", message="" if ok else verdict.value,
                            run_result=result)
+
+
+async def _run_in_slot(verifier: Verifier, sandbox: Any, run: Any) -> Any:
+    async with verifier.slots:
+        return await sandbox.run_raw(run)

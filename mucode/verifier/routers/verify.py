@@ -1,17 +1,51 @@
-"""``POST /v1/verify``: a batch of items in, one result per item out."""
+"""``POST /v1/verify``: a batch of items in, one result per item out.
+
+Order of checks, all before any work: item count (413), text that is not valid Unicode (422), shared
+test-set refs (422), item programs and specs (422), room in the queue (429 with ``Retry-After``). The
+request then runs under ``request_timeout_s`` (queueing included).
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, status
 
+from mucode.verifier.core import QueueFullError, Verifier
 from mucode.verifier.deps import Authorized, VerifierDep
 from mucode.verifier.schemas import ErrorResponse, VerifyRequest, VerifyResponse
+from mucode.verifier.text import text_problems
+from mucode.verifier.wire import resolve_test_sets
 
 router = APIRouter(tags=["verify"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422)}
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 429)}
+
+
+def _unprocessable(what: str, problems: list[str]) -> HTTPException:
+    shown = problems[:50]
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail={
+        "error": f"{what}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"
+                 + (" (first 50 shown)" if len(problems) > 50 else ""),
+        "problems": shown})
+
+
+def _check(request: VerifyRequest, verifier: Verifier) -> HTTPException | None:
+    """Every check that reads the whole request (CPU-bound on megabytes of tests: runs in a thread)."""
+    text = text_problems(request.test_sets, "test_sets")
+    for i, item in enumerate(request.items):
+        text += text_problems({"id": item.id, "program": item.program, "response": item.response,
+                               "spec": item.spec, **(item.model_extra or {})}, f"items[{i}]")
+    if text:
+        return _unprocessable("invalid text", text)
+    refs = resolve_test_sets(request.items, request.test_sets)
+    if refs:
+        return _unprocessable("invalid test-set references", refs)
+    problems = verifier.validate(request.items)
+    if problems:
+        return _unprocessable("invalid items", [str(p) for p in problems])
+    return None
 
 
 @router.post("/v1/verify", response_model=VerifyResponse, dependencies=[Authorized], responses=_ERRORS)
@@ -19,20 +53,27 @@ async def verify(request: VerifyRequest, verifier: VerifierDep) -> VerifyRespons
     """Scores a batch. Items of different programs may be mixed; they are scored concurrently.
 
     Infrastructure failures come back per item as ``verifier_error``/``sandbox_error`` (no reward
-    signal: mask them); mistakes in the request (unknown program, invalid spec) are a 4xx for the whole
-    batch before any work starts.
+    signal: mask them); mistakes in the request (unknown program, invalid spec, unknown test-set ref,
+    invalid Unicode) are a 4xx for the whole batch before any work starts. A full queue is a 429 with
+    ``Retry-After``; items not scored within ``request_timeout_s`` come back ``verifier_error``.
     """
-    limit = verifier.settings.max_items_per_request
+    settings = verifier.settings
+    limit = settings.max_items_per_request
     if len(request.items) > limit:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, detail=(
             f"{len(request.items)} items in one request; the limit is {limit}: split the batch "
             "(VerifierClient(batch_size=...)) or raise MUCODE_MAX_ITEMS_PER_REQUEST"))
-    problems = verifier.validate(request.items)
-    if problems:
-        shown = [str(p) for p in problems[:50]]
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail={
-            "error": f"invalid items: {len(problems)} problem{'s' if len(problems) != 1 else ''}"
-                     + (" (first 50 shown)" if len(problems) > 50 else ""),
-            "problems": shown})
-    results = await verifier.verify(request.items)
+    error = await asyncio.to_thread(_check, request, verifier)
+    if error is not None:
+        raise error
+    n = len(request.items)
+    try:
+        verifier.admit(n)
+    except QueueFullError as exc:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(exc),
+                            headers={"Retry-After": str(exc.retry_after_s)}) from None
+    try:
+        results = await verifier.verify(request.items, timeout_s=settings.request_timeout_s)
+    finally:
+        verifier.release(n)
     return VerifyResponse(results=results)

@@ -1,0 +1,166 @@
+"""Shared test sets and byte-cut batches, at real sizes, through real HTTP on loopback.
+
+A LiveCodeBench problem can carry over 10 MB of tests; with 8 samples each carrying them, one request
+would be ~100 MB, over the service's default 64 MiB cap. The client sends each test set once per
+request and cuts batches by bytes; the service resolves the refs before validating.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import tracemalloc
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from mucode.verifier.batching import body_length, cut, prepare
+from mucode.verifier.client import RequestTooLargeError, VerifierClient
+from mucode.verifier.local import local_verifier
+from mucode.verifier.schemas import _SHARED_EXAMPLE, _SHARED_KEY, _SHARED_TESTS
+from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES, canonical_json, digest_of
+
+CORRECT = "```python\nimport sys\nprint(len(sys.stdin.read().strip()))\n```"
+WRONG = "```python\nprint(0)\n```"
+
+
+def _big_tests(total_bytes: int, n_tests: int, salt: str = "a") -> dict:
+    """stdio tests whose inputs add up to ``total_bytes``: the answer of each is its input's length."""
+    lengths = [total_bytes // n_tests + k for k in range(n_tests)]
+    inputs = [(salt * n) + "\n" for n in lengths]
+    return {"format": "stdio", "inputs": inputs, "outputs": [f"{n}\n" for n in lengths]}
+
+
+def _code(id_: str, response: str, tests: dict) -> dict:
+    return {"id": id_, "program": "code", "response": response, "spec": {"tests": tests, "time_limit_s": 10}}
+
+
+def _requests(url: str, code: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    m = re.search(rf'^verifier_requests_total\{{code="{code}",endpoint="/v1/verify"\}} (\S+)$', text, re.M) or \
+        re.search(rf'^verifier_requests_total\{{endpoint="/v1/verify",code="{code}"\}} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+@pytest.fixture(scope="module")
+def code_url() -> Iterator[str]:
+    """The code program on the local sandbox backend, with the service's default request cap."""
+    with local_verifier("local", programs=["code"], run_code=False,
+                        backend_options={"slots": 2, "uid_base": 63000}) as url:
+        yield url
+
+
+def test_ten_megabytes_of_tests_times_eight_samples_in_one_request(code_url: str) -> None:
+    tests = _big_tests(12 * 1024 * 1024, 12)
+    items = [_code(f"s{k}", CORRECT if k in (2, 5) else WRONG, tests) for k in range(8)]
+    assert len(canonical_json(tests)) > 10 * 1024 * 1024
+    inlined = len(json.dumps({"items": items}))
+    assert inlined > DEFAULT_MAX_REQUEST_BYTES, "the problem must be too large to send inlined"
+
+    before = _requests(code_url, "200")
+    client = VerifierClient(code_url, max_retries=0)
+    try:
+        results = client.verify_sync(items)
+    finally:
+        client.close()
+
+    assert [r["id"] for r in results] == [f"s{k}" for k in range(8)]
+    assert [r["status"] for r in results] == ["correct" if k in (2, 5) else "wrong_answer" for k in range(8)]
+    assert len(results[2]["details"]["tests"]) == 12  # the correct samples really ran every test
+    assert _requests(code_url, "200") - before == 1  # one request of ~12 MB carried all 8 samples
+    assert _requests(code_url, "413") == 0
+
+
+def test_interleaved_problems_far_over_the_cap_split_in_order(code_url: str) -> None:
+    problems = [_big_tests(1_000_000, 4, salt=c) for c in "abcd"]
+    items = [_code(f"p{p}s{s}", CORRECT if (p + s) % 2 else WRONG, problems[p]) for s in range(3) for p in range(4)]
+    cap = 1_500_000  # one problem's tests fit in a request, two do not; all 12 items need >12 MB inlined
+    before = _requests(code_url, "200")
+    client = VerifierClient(code_url, max_request_bytes=cap, max_retries=0)
+    try:
+        results = client.verify_sync(items)
+    finally:
+        client.close()
+    assert [r["id"] for r in results] == [it["id"] for it in items]
+    assert [r["status"] for r in results] == [
+        "correct" if (p + s) % 2 else "wrong_answer" for s in range(3) for p in range(4)]
+    assert _requests(code_url, "200") - before == 4  # one request per problem: each test set sent once
+
+    prepared = prepare(items)
+    batches = cut(prepared, items, list(range(len(items))), batch_size=64, max_bytes=cap)
+    assert all(body_length(prepared, b) <= cap for b in batches)
+    assert sorted(i for b in batches for i in b.indices) == list(range(len(items)))
+
+
+def test_math_batch_far_over_the_cap_is_cut_by_bytes(math_url: str) -> None:
+    """The conftest service refuses bodies over 200 kB; 60 items of ~10 kB each are split to fit."""
+    items = [{"id": str(i), "program": "math", "response": "x" * 10_000 + f"\\boxed{{{i % 3}}}",
+              "spec": {"answer": "1"}} for i in range(60)]
+    before = _requests(math_url, "200")
+    client = VerifierClient(math_url, max_request_bytes=200_000, max_retries=0)
+    try:
+        results = client.verify_sync(items)
+    finally:
+        client.close()
+    assert [r["id"] for r in results] == [str(i) for i in range(60)]
+    assert [r["status"] for r in results] == ["correct" if i % 3 == 1 else "wrong_answer" for i in range(60)]
+    assert _requests(math_url, "200") - before >= 4
+
+
+def test_an_item_too_large_for_any_request_raises_before_sending() -> None:
+    with socket.socket() as s:  # a port nobody listens on: sending anything would give verifier_error
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    client = VerifierClient(url, max_request_bytes=1_000_000, max_retries=0)
+    items = [_code("ok", WRONG, _big_tests(10_000, 2)), _code("huge", WRONG, _big_tests(2_000_000, 2))]
+    try:
+        with pytest.raises(RequestTooLargeError, match=r"item 1 \(id 'huge'\).*over the request cap of 1000000 "
+                                                       r"bytes: raise MUCODE_MAX_REQUEST_BYTES.*max_request_bytes"):
+            client.verify_sync(items)
+    finally:
+        client.close()
+
+
+def test_equal_test_sets_are_hoisted_once_without_copies_per_sample() -> None:
+    """Eight equal (not identical) 10 MB test sets: one encoded copy is kept, not eight."""
+    size = 10 * 1024 * 1024
+    items = [_code(str(k), WRONG, _big_tests(size, 10)) for k in range(8)]
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        prepared = prepare(items)
+        kept = tracemalloc.get_traced_memory()[0] - base
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert len(prepared.sets) == 1 and len(set(prepared.refs)) == 1
+    assert kept < 1.5 * size, kept  # one encoded copy of the tests
+    assert peak < 3.5 * size, peak  # plus one transient encoding while hashing the next sample
+
+
+def test_the_openapi_example_and_its_key(code_url: str) -> None:
+    assert digest_of(canonical_json(_SHARED_TESTS)) == _SHARED_KEY
+    r = httpx.post(f"{code_url}/v1/verify", json=_SHARED_EXAMPLE, timeout=120)
+    assert r.status_code == 200, r.text
+    assert [x["status"] for x in r.json()["results"]] == ["correct", "wrong_answer"]
+    schema = httpx.get(f"{code_url}/openapi.json").json()
+    request_schema = schema["components"]["schemas"]["VerifyRequest"]
+    assert "test_sets" in request_schema["properties"]
+    assert _SHARED_EXAMPLE in request_schema["examples"]
+
+
+@pytest.mark.parametrize(
+    ("test_sets", "ref", "needle"),
+    [
+        ({}, "f" * 64, "items[0].spec.tests.ref: unknown test set"),
+        ({"0" * 64: _SHARED_TESTS}, "0" * 64, f"key is not the SHA-256 of the object's canonical JSON (that is {_SHARED_KEY})"),
+        ({_SHARED_KEY: _SHARED_TESTS}, 7, "unknown test set 7"),
+    ],
+)
+def test_bad_refs_are_422_before_any_work(math_url: str, test_sets: dict, ref: object, needle: str) -> None:
+    item = {"program": "math", "response": "\\boxed{1}", "spec": {"answer": 1, "tests": {"ref": ref}}}
+    r = httpx.post(f"{math_url}/v1/verify", json={"test_sets": test_sets, "items": [item]}, timeout=60)
+    assert r.status_code == 422, r.text
+    assert needle in "\n".join(r.json()["problems"])
