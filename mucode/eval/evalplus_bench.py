@@ -16,8 +16,13 @@ or `completion` (appended to the prompt).
 
 Judging: one sandboxed program per sample and test set (`evalplus_driver`): base tests decide
 `humaneval`/`mbpp`; base and plus tests both passing decide `humaneval+`/`mbpp+`, as in evalplus.
-Per-input time limits are evalplus's max(1 s, 4 × ground-truth time); the whole program gets their
-sum (at most 60 s, evalplus's per-task cap) plus 2 s to start.
+Per-input time limits are evalplus's max(1 s, 4 × ground-truth time), enforced (wall clock) by the
+driver; the whole run gets evalplus's per-task budget, min(60 s, their sum) + 1 s, also enforced by
+the driver. The item's sandbox limit (CPU seconds) is that budget plus 2 s to start, never above the
+code program's cap (`mucode.rewards.code.MAX_TIME_LIMIT_S`, 60 s): a HumanEval+ task with 1,000
+plus inputs sums to over 1,000 s of per-input limits, and gets a 61 s budget inside a 60 s CPU cap.
+A task's test data (inputs, ground truth, limits) is the item's stdin, the same object for every
+sample, so the verifier client sends it once per request.
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ from mucode.eval.core import (
     outcomes_for_part,
     run_task,
 )
-from mucode.eval.evalplus_driver import PASS_MARKER, build_driver
+from mucode.eval.evalplus_driver import PASS_MARKER, build_driver, build_payload
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
 from mucode.eval.report import summarize
+from mucode.rewards.code import MAX_TIME_LIMIT_S
 
 __all__ = [
     "EVALPLUS_DATASETS",
@@ -64,9 +70,23 @@ INSTRUCTION_PREFIX = "Please provide a self-contained Python script that solves 
 RESPONSE_PREFIX = "Below is a Python script with a self-contained function that solves the problem and passes corresponding tests:"
 DEFAULT_MIN_TIME_LIMIT = 1.0
 DEFAULT_GT_TIME_LIMIT_FACTOR = 4.0
-TASK_TIMEOUT_CAP_S = 60.0
+EVALPLUS_TASK_TIMEOUT_S = 60.0
+"""evalplus's per-task cap (`EVALPLUS_TIMEOUT_PER_TASK`), before its extra second."""
+STARTUP_S = 2.0
+"""Sandbox time allowed beyond the driver's budget (interpreter start, unpickling the payload)."""
 EVALPLUS_BATCH_SIZE = 8
-"""Items per verifier request: each carries a task's inputs and ground truth."""
+"""Items per verifier request (the client also cuts requests by bytes)."""
+
+
+def task_time_limits(per_input_s: list[float]) -> tuple[float, float]:
+    """(driver budget, sandbox limit) in seconds for a test set with these per-input limits.
+
+    The budget is evalplus's per-task timeout, min(60, sum) + 1; the sandbox limit adds the start-up
+    allowance and never exceeds the code program's cap, which the verifier enforces (a larger value
+    is a rejected request, not a verdict).
+    """
+    budget = min(EVALPLUS_TASK_TIMEOUT_S, sum(per_input_s)) + 1.0
+    return budget, min(MAX_TIME_LIMIT_S, budget + STARTUP_S)
 
 
 def _dataset(name: str) -> tuple[str, str]:
@@ -147,6 +167,7 @@ class EvalPlusTask:
         if self.prompt_style not in ("chat", "base"):
             raise ValueError(f"unknown prompt style {self.prompt_style!r}; valid: chat, base")
         self.name = self.dataset
+        self._tests_cache: dict[tuple[str, str], tuple[dict[str, Any], float]] = {}
         self.problems = [
             EvalProblem(
                 tid, _chat_prompt(p["prompt"]) if self.prompt_style == "chat" else p["prompt"].strip() + "\n"
@@ -169,27 +190,38 @@ class EvalPlusTask:
         text = problem["prompt"].strip() + "\n" + response if self.prompt_style == "base" else response
         return sanitize(text, entrypoint=problem["entry_point"])
 
+    def _tests(self, problem_id: str, which: str) -> tuple[dict[str, Any], float]:
+        """The stdio test (payload on stdin) of one task's test set and its sandbox limit; built
+        once and shared by every sample's item."""
+        key = (problem_id, which)
+        if key not in self._tests_cache:
+            problem, truth = self.evalplus_problems[problem_id], self.expected[problem_id]
+            times = [max(self.min_time_limit, self.gt_time_limit_factor * t) for t in truth[f"{which}_time"]]
+            budget, limit = task_time_limits(times)
+            payload = build_payload(
+                entry_point=problem["entry_point"],
+                dataset=self.dataset,
+                inputs=problem[f"{which}_input"],
+                expected=truth[which],
+                atol=problem["atol"],
+                time_limits=times,
+                budget_s=budget,
+            )
+            tests = {"format": "stdio", "inputs": [payload], "outputs": [PASS_MARKER + "\n"]}
+            self._tests_cache[key] = (tests, limit)
+        return self._tests_cache[key]
+
     def _item(self, problem_id: str, code: str, which: str) -> dict[str, Any]:
-        problem, truth = self.evalplus_problems[problem_id], self.expected[problem_id]
-        times = [max(self.min_time_limit, self.gt_time_limit_factor * t) for t in truth[f"{which}_time"]]
-        program = build_driver(
-            code=code,
-            entry_point=problem["entry_point"],
-            dataset=self.dataset,
-            inputs=problem[f"{which}_input"],
-            expected=truth[which],
-            atol=problem["atol"],
-            time_limits=times,
-        )
+        tests, limit = self._tests(problem_id, which)
         spec: dict[str, Any] = {
-            "tests": {"format": "stdio", "inputs": [""], "outputs": [PASS_MARKER + "\n"]},
+            "tests": tests,
             "checker": "livecodebench",
-            "time_limit_s": min(TASK_TIMEOUT_CAP_S, sum(times)) + 2.0,
+            "time_limit_s": limit,
             "extract": "none",
         }
         if self.memory_limit_mb is not None:
             spec["memory_limit_mb"] = self.memory_limit_mb
-        return {"program": "code", "response": program, "spec": spec}
+        return {"program": "code", "response": build_driver(code), "spec": spec}
 
     def parts(self, problem_id: str, index: int, response: str) -> list[Part]:
         code = self.solution(problem_id, response)

@@ -1,8 +1,9 @@
 """The program that runs one EvalPlus sample inside mucode's sandbox (standard library only).
 
-`build_driver` returns the source of a self-contained Python program: the sample's code, its test
-inputs, the ground-truth outputs and per-input time limits travel inside it as a base64 pickle.
-Run as a program it executes the code in a fresh namespace with output swallowed (evalplus's
+`build_driver` returns the source of a Python program holding the sample's code; `build_payload`
+the task's test inputs, ground-truth outputs and time limits as a base64 pickle, which the program
+reads on stdin (the item's one stdio test, identical for every sample of the task, so a request
+carries it once). Run as a program it executes the code in a fresh namespace with output swallowed (evalplus's
 `unsafe_execute`), calls the entry point on each input under its time limit, and compares with
 evalplus 0.3.1's rules (`evalplus/eval/__init__.py`):
 
@@ -31,14 +32,14 @@ import inspect
 import pickle
 from typing import Any
 
-__all__ = ["PASS_MARKER", "build_driver"]
+__all__ = ["PASS_MARKER", "build_driver", "build_payload"]
 
 PASS_MARKER = "MUCODE_EVALPLUS_PASS"
 
 _DRIVER = r'''
-import base64, io, math, os, pickle, signal, sys
+import base64, io, math, os, pickle, signal, sys, time
 
-_P = pickle.loads(base64.b64decode(_PAYLOAD))
+_P = pickle.loads(base64.b64decode(sys.stdin.buffer.read()))
 
 class _Timeout(BaseException):
     pass
@@ -132,11 +133,16 @@ def _main():
     verdict = "MUCODE_EVALPLUS_PASS"
     try:
         namespace = {}
-        exec(_P["code"], namespace)
+        deadline = time.monotonic() + _P["budget_s"]
+        signal.setitimer(signal.ITIMER_REAL, _P["budget_s"])
+        exec(_CODE, namespace)
         fn = namespace[_P["entry_point"]]
         atol = _P["atol"]
         for i, (inp, exp) in enumerate(zip(_P["inputs"], _P["expected"])):
-            signal.setitimer(signal.ITIMER_REAL, _P["time_limits"][i])
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Timeout()
+            signal.setitimer(signal.ITIMER_REAL, min(_P["time_limits"][i], left))
             try:
                 out = fn(*inp)
             finally:
@@ -164,27 +170,35 @@ def _oracle_source() -> str:
     return inspect.getsource(_special_oracle)
 
 
-def build_driver(
+def build_payload(
     *,
-    code: str,
     entry_point: str,
     dataset: str,
     inputs: list[Any],
     expected: list[Any],
     atol: float,
     time_limits: list[float],
+    budget_s: float,
 ) -> str:
-    """Source of the sandbox program that checks `code` on `inputs` against `expected`."""
+    """The test data of one task and test set (base64 pickle), given to the driver on stdin.
+
+    It is the same for every sample of the task, so the verifier receives it once per request.
+    `budget_s`: wall-clock seconds for the whole run (evalplus's per-task timeout).
+    """
     if len(inputs) != len(expected) or len(inputs) != len(time_limits):
         raise ValueError("inputs, expected outputs and time limits must have the same length")
     payload = {
-        "code": code,
         "entry_point": entry_point,
         "dataset": dataset,
         "inputs": inputs,
         "expected": expected,
         "atol": atol,
         "time_limits": time_limits,
+        "budget_s": budget_s,
     }
-    blob = base64.b64encode(pickle.dumps(payload, protocol=4)).decode("ascii")
-    return f"_PAYLOAD = {blob!r}\n" + _oracle_source() + "\n" + _DRIVER
+    return base64.b64encode(pickle.dumps(payload, protocol=4)).decode("ascii")
+
+
+def build_driver(code: str) -> str:
+    """Source of the sandbox program that checks `code` against the payload it reads on stdin."""
+    return f"_CODE = {code!r}\n" + _oracle_source() + "\n" + _DRIVER

@@ -6,15 +6,19 @@ through the verifier:
 - LiveCodeBench's import header (`from typing import *`, `from collections import *`, …, and
   `sys.setrecursionlimit(50000)`) is put before the code, so starter-code annotations such as
   `List[int]` resolve as they do there;
+- the sandbox program re-creates how LiveCodeBench's `run_test` runs the code (wrapped in a
+  function for stdin problems, `SystemExit` as a normal end, patched stdin, int-to-str limit 50,000,
+  a 6 s wall-clock alarm per test; `mucode.eval.lcb_driver`);
 - stdin problems compare stdout with LiveCodeBench's rule (stripped lines, equal line counts, a
   line equal as text or as a sequence of decimals); functional problems call `func_name` (a
-  method of `Solution` when the code defines it) with each input line as a JSON argument and compare
-  the return value as JSON (a tuple counts as a list);
+  method of `Solution` when the code contains `class Solution`) with each input line as a JSON
+  argument and compare the return value with Python's `==` semantics (a top-level tuple counts as a
+  list);
 - a sample passes only if it passes every public and private test; 6 s per test, as there.
 
-Deviations: LiveCodeBench runs stdin programs inside a function in its own process; here each test
-is a fresh program in the sandbox (a program that only works at module level behaves the same; one
-that relies on being wrapped, e.g. `return` at top level, fails here). Memory limit: the verifier's.
+Deviations (tests in tests/eval/test_lcb_agreement.py): each test runs as a fresh process in the
+sandbox (LiveCodeBench runs all tests of a sample in one process); LiveCodeBench's
+`reliability_guard` is not reproduced; memory limit: the verifier's.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from mucode.eval.core import (
 from mucode.eval.extract import last_fenced_block
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
 from mucode.eval.lcb_data import LCBProblem, load_livecodebench
+from mucode.eval.lcb_driver import CALL_ENTRY, call_driver, stdio_driver
 from mucode.eval.lcb_prompts import build_prompt
 
 __all__ = ["LCB_IMPORT_HEADER", "LiveCodeBenchTask", "evaluate_livecodebench", "lcb_item"]
@@ -55,19 +60,41 @@ LCB_TIME_LIMIT_S = 6.0
 """LiveCodeBench's default per-test timeout."""
 
 
-def lcb_item(problem: LCBProblem, code: str, *, time_limit_s: float = LCB_TIME_LIMIT_S) -> dict[str, Any]:
-    """The verifier item that judges `code` on every test of `problem`."""
+def lcb_tests(problem: LCBProblem) -> dict[str, Any]:
+    """The item's `tests` for a problem: every public and private test (build it once per problem and
+    share it between samples: the verifier client then sends it once per request)."""
     tests: dict[str, Any] = {
         "format": "call" if problem.is_functional else "stdio",
         "inputs": [t.input for t in problem.tests],
         "outputs": [t.output for t in problem.tests],
     }
     if problem.is_functional:
-        tests["fn_name"] = problem.func_name
+        tests["fn_name"] = CALL_ENTRY
+    return tests
+
+
+def lcb_item(
+    problem: LCBProblem,
+    code: str,
+    *,
+    time_limit_s: float = LCB_TIME_LIMIT_S,
+    tests: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The verifier item that judges `code` on every test of `problem` as LiveCodeBench's grader does
+    (`mucode.eval.lcb_driver`); `tests`: the problem's shared `lcb_tests`."""
+    if problem.is_functional:
+        program = call_driver(code, LCB_IMPORT_HEADER, problem.func_name or "", time_limit_s)
+    else:
+        program = stdio_driver(code, LCB_IMPORT_HEADER, time_limit_s)
     return {
         "program": "code",
-        "response": LCB_IMPORT_HEADER + "\n" + code,
-        "spec": {"tests": tests, "checker": "livecodebench", "time_limit_s": time_limit_s, "extract": "none"},
+        "response": program,
+        "spec": {
+            "tests": tests if tests is not None else lcb_tests(problem),
+            "checker": "livecodebench",
+            "time_limit_s": time_limit_s,
+            "extract": "none",
+        },
     }
 
 
@@ -83,6 +110,7 @@ class LiveCodeBenchTask:
 
     def __post_init__(self) -> None:
         self._by_id = {p.question_id: p for p in self.lcb_problems}
+        self._tests: dict[str, dict[str, Any]] = {}
         self.problems = [
             EvalProblem(
                 p.question_id,
@@ -99,12 +127,15 @@ class LiveCodeBenchTask:
         code = last_fenced_block(response)
         if code is None or not code.strip():
             return [Part(problem_id, index, "main", None, "no_code")]
+        problem = self._by_id[problem_id]
+        if problem_id not in self._tests:
+            self._tests[problem_id] = lcb_tests(problem)
         return [
             Part(
                 problem_id,
                 index,
                 "main",
-                lcb_item(self._by_id[problem_id], code, time_limit_s=self.time_limit_s),
+                lcb_item(problem, code, time_limit_s=self.time_limit_s, tests=self._tests[problem_id]),
             )
         ]
 

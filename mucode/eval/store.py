@@ -32,9 +32,31 @@ class StoreMismatch(RuntimeError):
     """The run directory holds samples made with other settings."""
 
 
+_TESTS_DIGESTS: dict[int, tuple[object, str]] = {}
+"""id(tests object) → (the object, kept alive so its id is not reused; its digest)."""
+_TESTS_DIGESTS_MAX = 256
+
+
+def _digest_of(tests: object) -> str:
+    """Digest of a spec's test set, computed once per object: every sample of a problem shares one
+    test-set object (up to tens of megabytes for LiveCodeBench), which must not be re-serialized
+    per sample. Test sets are never mutated after they are built."""
+    hit = _TESTS_DIGESTS.get(id(tests))
+    if hit is not None and hit[0] is tests:
+        return hit[1]
+    digest = hashlib.sha256(json.dumps(tests, sort_keys=True, default=str).encode()).hexdigest()
+    if len(_TESTS_DIGESTS) >= _TESTS_DIGESTS_MAX:
+        _TESTS_DIGESTS.pop(next(iter(_TESTS_DIGESTS)))
+    _TESTS_DIGESTS[id(tests)] = (tests, digest)
+    return digest
+
+
 def item_sha(item: dict[str, Any]) -> str:
     """A fingerprint of a verifier item (program, response and spec; the id is left out)."""
-    body = {k: item.get(k) for k in ("program", "response", "spec")}
+    spec = item.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("tests"), dict | list):
+        spec = {**spec, "tests": {"sha256": _digest_of(spec["tests"])}}
+    body = {"program": item.get("program"), "response": item.get("response"), "spec": spec}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 

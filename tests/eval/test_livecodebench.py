@@ -13,6 +13,7 @@ from mucode.eval.extract import last_fenced_block
 from mucode.eval.judge import VerifierOptions
 from mucode.eval.lcb_data import decode_test_cases, load_livecodebench, release_files
 from mucode.eval.lcb_prompts import SYSTEM_MESSAGE_GENERIC, build_prompt
+from mucode.eval.lcb_driver import CALL_ENTRY
 from mucode.eval.livecodebench import LCB_IMPORT_HEADER, evaluate_livecodebench, lcb_item
 
 LCB_DIR = Path(__file__).resolve().parent / "fixtures" / "livecodebench"
@@ -116,12 +117,13 @@ def test_code_is_taken_from_the_last_fenced_block() -> None:
 def test_items_carry_all_tests_the_header_and_the_livecodebench_checker() -> None:
     sum_pairs, two_sum, _ = load_livecodebench("v2", source=LCB_DIR)
     item = lcb_item(two_sum, TWO_SUM_OK)
-    assert item["response"].startswith(LCB_IMPORT_HEADER) and item["response"].endswith(TWO_SUM_OK)
+    assert repr(LCB_IMPORT_HEADER) in item["response"] and repr(TWO_SUM_OK) in item["response"]
+    assert "_FN_NAME = 'twoSum'" in item["response"]
     assert item["spec"]["tests"] == {
         "format": "call",
         "inputs": ["[2, 7, 11, 15]\n9", "[3, 2, 4]\n6", "[1, 5, 5]\n10"],
         "outputs": ["[0, 1]", "[1, 2]", "[1, 2]"],
-        "fn_name": "twoSum",
+        "fn_name": CALL_ENTRY,
     }
     assert item["spec"]["checker"] == "livecodebench" and item["spec"]["extract"] == "none"
     assert lcb_item(sum_pairs, SUM_PAIRS_OK)["spec"]["tests"]["format"] == "stdio"
