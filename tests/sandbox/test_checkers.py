@@ -14,7 +14,22 @@ from mucode.sandbox.pooled import call_results_equal
     ("1 2\n3", "1\n2 3  \n", True),               # whitespace-insensitive token stream
     ("0.3333333", "0.33333334", True),            # |a-b| < 1e-5
     ("0.33333", "0.33335", False),
-    ("1", "1.0000001", True),
+    ("1.0", "1.0000001", True),
+    ("1", "1.0000001", False),                    # an integer expected: the answer must be that integer
+    ("100000000000000000", "100000000000000001", False),  # integers compare exactly, not as floats
+    ("100000000000000001", "100000000000000001", True),
+    ("100000", "1e5", False),                     # a float where an integer is expected
+    ("100000", "100000.0", False),
+    ("1e5", "100000", True),                      # a float expected: any number within 1e-5
+    ("2.5", "5e-1", False),
+    ("0.5", "5e-1", True),
+    ("5", "+05", True),                           # same integer value
+    ("-0", "0", True),
+    ("-3", "3", False),
+    ("7" * 5000, "7" * 5000 + "\n", True),         # beyond int()'s 4300-digit limit: still exact
+    ("7" * 5000, "7" * 4999 + "8", False),
+    ("1_000", "1000", False),                     # Python literal syntax is not a number token
+    ("inf", "infinity", False),
     ("1 2", "1 2 3", False),                      # token counts must match
     ("abc", "abd", False),
     ("nan", "nan", True),                         # equal strings
