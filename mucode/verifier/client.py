@@ -170,6 +170,7 @@ class VerifierClient:
         n = len(batch.indices)
         for attempt in range(self.max_retries + 1):
             url = self.base_urls[next(self._next_url)] + "/v1/verify"
+            wait = self._backoff(attempt)
             try:
                 response = await self._send(url, prepared, batch)
             except (httpx.TransportError, TimeoutError) as exc:  # connect, read, timeouts, protocol
@@ -183,10 +184,11 @@ class VerifierClient:
                         return results, True
                 elif response.status_code in _RETRY_CODES:
                     last_error = f"HTTP {response.status_code} from {url}: {response.text[:300]}"
+                    wait = max(wait, min(self.max_backoff_s, _retry_after(response)))
                 else:
                     raise _request_error(response)
             if attempt < self.max_retries:
-                await asyncio.sleep(self._backoff(attempt))
+                await asyncio.sleep(wait)
         error = f"verifier unreachable after {self.max_retries + 1} attempts: {last_error}"
         return [_infra_result(items[i], error) for i in batch.indices], False
 
@@ -225,6 +227,14 @@ class VerifierClient:
 
 def _infra_result(item: dict[str, Any], error: str) -> dict[str, Any]:
     return {"id": item.get("id"), "reward": 0.0, "status": "verifier_error", "details": {"error": error}}
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """The server's ``Retry-After`` in seconds (0 when absent or not a number)."""
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "0")))
+    except ValueError:
+        return 0.0
 
 
 def _request_error(response: httpx.Response) -> VerifierRequestError:
