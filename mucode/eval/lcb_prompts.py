@@ -1,56 +1,70 @@
-"""LiveCodeBench prompts: its chat layout (default) and its base-model layout.
+"""LiveCodeBench prompts, as its runner builds them (`lcb_runner/prompts/code_generation.py`, current text).
 
-`chat` is LiveCodeBench's `OpenAIChat` style (lcb_runner/prompts/code_generation.py,
-`format_prompt_generation`): the system prompt `SYSTEM_MESSAGE_GENERIC` and the user message of
-`get_generic_question_template_answer` ("### Question: … ### Format: … ### Answer: …"), verbatim.
-The model's chat template is applied by the rollout engine.
+Styles (LiveCodeBench's `LMStyle` names are accepted too):
+- `chat` (`OpenAIChat`, also what LiveCodeBench uses for DeepSeek, Together and Cohere APIs): the
+  system message `SYSTEM_MESSAGE_GENERIC` and the user message "### Question: … ### Format: … ###
+  Answer: …"; the engine applies the model's chat template;
+- `codeqwen` (`CodeQwenInstruct`, LiveCodeBench's style for Qwen2.5-Coder-*-Instruct): one raw text
+  prompt holding ChatML markers itself, as there (no chat template is applied on top);
+- `base` (`GenericBase`, base models): "### Question / ### Starter Code / ### Answer" after
+  LiveCodeBench's own first few-shot example (`few_shot_examples/generation/{stdin,func}.json`,
+  shipped in `mucode/assets/livecodebench`), which the model continues.
 
-`base` follows LiveCodeBench's `GenericBase` layout ("### Question / ### Starter Code / ### Answer",
-one worked example before the problem). Deviation: LiveCodeBench takes its worked example from
-`few_shot_examples/generation/{stdin,func}.json`, which are not reproduced here; the examples below
-are our own, of the same shape. Scores with `base` are therefore close to, not identical with,
-LiveCodeBench's base-model numbers.
+`LCB_STOP` is the runner's default stop list (`--stop ###`), used with every style.
+The texts follow the revision after 2024-12-26 (the system message no longer ends "You will NOT
+return anything except for the program."; the stdin format line gained "Ensure that when the python
+program runs, it reads the inputs, runs the algorithm and writes output to STDOUT."). The tests
+compare every style with the installed `livecodebench` package's `format_prompt_generation`.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
-from typing import Literal
+from pathlib import Path
 
 from mucode.eval.lcb_data import LCBProblem
 
 __all__ = [
     "FORMATTING_MESSAGE_WITH_STARTER_CODE",
     "FORMATTING_WITHOUT_STARTER_CODE",
+    "LCB_STOP",
     "PROMPT_STYLES",
     "SYSTEM_MESSAGE_GENERIC",
     "Prompt",
-    "PromptStyle",
     "build_prompt",
     "generic_question_template",
+    "prompt_style_name",
 ]
 
 SYSTEM_MESSAGE_GENERIC = (
     "You are an expert Python programmer. You will be given a question (problem specification) and will "
-    "generate a correct Python program that matches the specification and passes all tests. You will NOT "
-    "return anything except for the program."
+    "generate a correct Python program that matches the specification and passes all tests."
 )
+SYSTEM_MESSAGE_CODEQWEN = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user"
 FORMATTING_MESSAGE_WITH_STARTER_CODE = (
     "You will use the following starter code to write the solution to the problem and enclose your code "
     "within delimiters."
 )
 FORMATTING_WITHOUT_STARTER_CODE = (
     "Read the inputs from stdin solve the problem and write the answer to stdout (do not directly test on "
-    "the sample inputs). Enclose your code within delimiters as follows."
+    "the sample inputs). Enclose your code within delimiters as follows. Ensure that when the python "
+    "program runs, it reads the inputs, runs the algorithm and writes output to STDOUT."
 )
+_TASK = (
+    "You will be given a question (problem specification) and will generate a correct Python program that "
+    "matches the specification and passes all tests. You will NOT return anything except for the program.\n\n"
+)
+LCB_STOP: tuple[str, ...] = ("###",)
+"""LiveCodeBench's runner stops generation at these strings (its `--stop` default)."""
 
-PromptStyle = Literal["chat", "base"]
 Prompt = str | list[dict[str, str]]
-"""A raw text prompt (base models) or chat messages (the engine applies the chat template)."""
+"""A raw text prompt or chat messages (the engine applies the chat template)."""
 
 
 def generic_question_template(problem: LCBProblem) -> str:
-    """LiveCodeBench's user message for chat models."""
+    """LiveCodeBench's user message for chat models (`get_generic_question_template_answer`)."""
     prompt = f"### Question:\n{problem.content}\n\n"
     if problem.starter_code:
         prompt += f"### Format: {FORMATTING_MESSAGE_WITH_STARTER_CODE}\n"
@@ -69,22 +83,21 @@ def _chat(problem: LCBProblem) -> Prompt:
     ]
 
 
-_STDIN_EXAMPLE = {
-    "question": (
-        "You are given two integers A and B on one line. Print their sum.\n\nInput\n\nA B\n\nOutput\n\n"
-        "Print A + B.\n\nSample Input 1\n\n3 5\n\nSample Output 1\n\n8"
-    ),
-    "sample_code": "",
-    "answer": "```python\na, b = map(int, input().split())\nprint(a + b)\n```",
-}
-_FUNC_EXAMPLE = {
-    "question": (
-        "You are given a 0-indexed integer array nums. Return the largest element of nums.\n\n"
-        "Example 1:\n\nInput: nums = [3,1,4]\nOutput: 4"
-    ),
-    "sample_code": "class Solution:\n    def largest(self, nums: List[int]) -> int:\n        ",
-    "answer": "```python\nclass Solution:\n    def largest(self, nums: List[int]) -> int:\n        return max(nums)\n```",
-}
+def _codeqwen(problem: LCBProblem) -> Prompt:
+    prompt = f"{SYSTEM_MESSAGE_CODEQWEN}\n\n{_TASK}Question: {problem.content}\n\n"
+    if problem.starter_code:
+        prompt += (
+            f"{FORMATTING_MESSAGE_WITH_STARTER_CODE}\n```python\n{problem.starter_code}\n```\n\n<|im_end|>\n"
+        )
+    else:
+        prompt += f"{FORMATTING_WITHOUT_STARTER_CODE}\n```python\n# YOUR CODE HERE\n```\n\n<|im_end|>\n"
+    return prompt + "<|im_start|>assistant\n"
+
+
+@functools.cache
+def _few_shot() -> dict[str, dict[str, str]]:
+    path = Path(__file__).resolve().parents[1] / "assets" / "livecodebench" / "few_shot_generation.json"
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _base_block(question: str, sample_code: str, answer: str, with_starter: bool) -> str:
@@ -99,18 +112,30 @@ def _base_block(question: str, sample_code: str, answer: str, with_starter: bool
 
 def _base(problem: LCBProblem) -> Prompt:
     with_starter = bool(problem.starter_code)
-    example = _FUNC_EXAMPLE if with_starter else _STDIN_EXAMPLE
+    example = _few_shot()["func" if with_starter else "stdin"]
     return _base_block(
-        example["question"], example["sample_code"], example["answer"], with_starter
+        example["question"], example.get("sample_code", ""), example["answer"], with_starter
     ) + _base_block(problem.content, problem.starter_code, "", with_starter)
 
 
-PROMPT_STYLES: dict[str, Callable[[LCBProblem], Prompt]] = {"chat": _chat, "base": _base}
+PROMPT_STYLES: dict[str, Callable[[LCBProblem], Prompt]] = {
+    "chat": _chat,
+    "codeqwen": _codeqwen,
+    "base": _base,
+}
+"""Style name → prompt builder."""
+_UPSTREAM_NAMES = {"OpenAIChat": "chat", "CodeQwenInstruct": "codeqwen", "GenericBase": "base"}
+
+
+def prompt_style_name(style: str) -> str:
+    """mucode's name of a style given in either spelling (`codeqwen` or `CodeQwenInstruct`)."""
+    name = _UPSTREAM_NAMES.get(style, style)
+    if name not in PROMPT_STYLES:
+        valid = ", ".join(f"{n} ({u})" for u, n in _UPSTREAM_NAMES.items())
+        raise ValueError(f"unknown prompt style {style!r}; valid: {valid}")
+    return name
 
 
 def build_prompt(problem: LCBProblem, style: str = "chat") -> Prompt:
-    """The prompt for one problem in a registered style (`chat` or `base`)."""
-    try:
-        return PROMPT_STYLES[style](problem)
-    except KeyError:
-        raise ValueError(f"unknown prompt style {style!r}; valid: {', '.join(PROMPT_STYLES)}") from None
+    """The prompt for one problem in a registered style."""
+    return PROMPT_STYLES[prompt_style_name(style)](problem)

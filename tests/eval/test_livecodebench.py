@@ -99,13 +99,42 @@ def test_chat_prompt_is_livecodebench_layout() -> None:
     user = build_prompt(two_sum, "chat")[1]["content"]
     assert "### Format: You will use the following starter code" in user
     assert f"```python\n{two_sum.starter_code}\n```\n\n### Answer:" in user
-    base = build_prompt(two_sum, "base")
+    base = build_prompt(two_sum, "GenericBase")
     assert isinstance(base, str) and base.endswith(
         f"### Question\n{two_sum.content}\n\n### Starter Code\n{two_sum.starter_code}\n\n### Answer\n\n"
     )
     assert "### Starter Code" not in build_prompt(sum_pairs, "base")
-    with pytest.raises(ValueError, match="valid: chat, base"):
+    with pytest.raises(ValueError, match="valid: chat"):
         build_prompt(sum_pairs, "fancy")
+
+
+@pytest.mark.parametrize(
+    ("ours", "upstream"), [("chat", "OpenAIChat"), ("codeqwen", "CodeQwenInstruct"), ("base", "GenericBase")]
+)
+def test_prompts_equal_livecodebench_runner_prompts(ours: str, upstream: str) -> None:
+    """Same text as the installed livecodebench package's `format_prompt_generation`, both layouts."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    import livecodebench
+    from livecodebench.lm_styles import LMStyle
+
+    # the package's prompts/__init__ imports an Anthropic name that current anthropic releases lack:
+    # load the code-generation prompts module by itself
+    path = Path(livecodebench.__file__).parent / "prompts" / "code_generation.py"
+    spec = importlib.util.spec_from_file_location("lcb_code_generation_prompts", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    format_prompt_generation = module.format_prompt_generation
+
+    for problem in load_livecodebench("v2", source=LCB_DIR):
+        theirs = format_prompt_generation(
+            SimpleNamespace(question_content=problem.content, starter_code=problem.starter_code),
+            LMStyle(upstream),
+        )
+        assert build_prompt(problem, ours) == theirs, (ours, problem.question_id)
+        assert build_prompt(problem, upstream) == theirs
 
 
 def test_code_is_taken_from_the_last_fenced_block() -> None:
