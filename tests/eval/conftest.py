@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from mucode.assets import MATH_DATA_DIR as MATH_DATA  # the copies shipped with mucode
 from mucode.eval.judge import VerifierOptions, verifier_base_urls
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-from mucode.assets import MATH_DATA_DIR as MATH_DATA  # the copies shipped with mucode
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 

@@ -10,6 +10,7 @@ os functions in the processes it runs code in (its `reliability_guard`), hence a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -21,12 +22,10 @@ def main() -> None:
     verdicts = []
     for case in cases:
         results = [-2]  # as evaluate_generations_by_problem: a grader exception leaves this failure
-        try:
+        with contextlib.suppress(Exception):
             results, _ = check_correctness(
                 {"input_output": case["input_output"]}, case["code"], timeout=case["timeout"], debug=False
             )
-        except Exception:
-            pass
         verdicts.append(all(r > 0 for r in results))  # LiveCodeBench's pass rule (pass_k_utils)
     json.dump(verdicts, sys.stdout)
 
