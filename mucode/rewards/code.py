@@ -9,6 +9,7 @@ back as ``sandbox_error``: no reward signal, masked by the trainer.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any, ClassVar, Literal
 
@@ -78,7 +79,9 @@ class CodeReward:
 
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         spec = CodeSpec.model_validate(item.spec)
-        program = extract_code(item.response, spec.extract, spec.tests.entry_point or spec.tests.fn_name)
+        # in a worker thread: a long response must not hold the service's event loop
+        program = await asyncio.to_thread(extract_code, item.response, spec.extract,
+                                          spec.tests.entry_point or spec.tests.fn_name)
         if program is None:
             return Result(id=item.id, reward=0.0, status=RewardStatus.no_code,
                           details={"error": f"no code found with extract={spec.extract!r}"})

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
-from mucode.rewards.extract import extract_code
+from mucode.rewards.extract import MAX_RESPONSE_CHARS, extract_code, last_fence, scan_fences
 
 
 @pytest.mark.parametrize(
@@ -41,3 +44,48 @@ def test_evalplus_keeps_the_entry_point_and_drops_the_chatter() -> None:
 def test_unknown_method_lists_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="valid: \\['evalplus', 'last_fence', 'none'\\]"):
         extract_code("x", "first_fence")
+
+
+_REFERENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[^\n`]*\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$", re.M | re.S)
+
+
+def _reference_last_fence(response: str) -> str | None:
+    """The former regular-expression extractor (quadratic on unterminated fences): the behaviour to keep."""
+    blocks = [m.group("body") for m in _REFERENCE.finditer(response)]
+    return blocks[-1] if blocks else None
+
+
+def test_same_blocks_as_the_reference_expression_on_random_responses() -> None:
+    rng = random.Random(1234)
+    pieces = ["```", "````", "~~~", "~~~~", "~~~~~", "`", "~", "python", "py`", " ", "\t", "\n", "\n", "\n",
+              "x = 1", "\r", "a"]
+    for _ in range(20_000):
+        response = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
+        assert last_fence(response) == _reference_last_fence(response), repr(response)
+
+
+ADVERSARIAL = {
+    "unterminated openings": "```python\n",
+    "openings with backticks in the info": "```a`b\n",
+    "long tilde runs": "~" * 40 + "x\n",
+    "alternating fences": "```\n~~~~\n",
+    "spaces then fences": "   ````` \n",
+}
+
+
+@pytest.mark.parametrize("unit", list(ADVERSARIAL.values()), ids=list(ADVERSARIAL))
+def test_extraction_work_is_linear_in_the_response(unit: str) -> None:
+    """Steps (lines visited + closing-fence look-ups) per character stay bounded as the response grows."""
+    small = unit * (100_000 // len(unit))
+    big = unit * (1_000_000 // len(unit))
+    _, steps_small = scan_fences(small)
+    _, steps_big = scan_fences(big)
+    assert steps_big <= 2 * len(big)
+    assert steps_big <= 11 * steps_small  # 10x the input: about 10x the work, not 100x
+
+
+def test_a_response_over_the_cap_holds_no_code() -> None:
+    code = "```python\nprint(1)\n```"
+    assert extract_code(code + " " * (MAX_RESPONSE_CHARS - len(code))) == "print(1)\n"
+    assert extract_code(code + " " * (MAX_RESPONSE_CHARS - len(code) + 1)) is None
+    assert extract_code("print(1)" + " " * MAX_RESPONSE_CHARS, "none") is None

@@ -175,3 +175,31 @@ def test_lone_surrogates_in_stdin_and_tests_are_422(small_url: str) -> None:
     # a valid pair written as two escapes is fine
     r = _raw(small_url, "/run_code", {"code": "print(len(input()))", "stdin": "\U0001f600\n"})
     assert r.status_code == 200 and r.json()["run_result"]["stdout"] == "1\n"
+
+
+def test_code_extraction_runs_off_the_event_loop(small_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one item's extraction is held (a probe around the real extractor), the service answers."""
+    from mucode.rewards import extract
+
+    started, release = threading.Event(), threading.Event()
+    real = extract.EXTRACTORS["last_fence"]
+
+    def held(response: str, entry_point: str | None = None) -> str | None:
+        started.set()
+        release.wait(60)
+        return real(response, entry_point)
+
+    monkeypatch.setitem(extract.EXTRACTORS, "last_fence", held)
+    answers: list[httpx.Response] = []
+    adversarial = OK + "\n" + "```python\n" * 100_000  # the program, then 1 MB of unterminated fences
+    worker = threading.Thread(target=lambda: answers.append(httpx.post(
+        f"{small_url}/v1/verify", json={"items": [_code("held", adversarial)]}, timeout=120)))
+    worker.start()
+    try:
+        assert started.wait(60), "the item never reached extraction"
+        assert httpx.get(f"{small_url}/healthz", timeout=30).json() == {"ok": True}
+        assert httpx.get(f"{small_url}/readyz", timeout=30).status_code == 200
+    finally:
+        release.set()
+        worker.join(120)
+    assert answers[0].json()["results"][0]["status"] == "correct"
