@@ -25,6 +25,7 @@ from mucode.eval.store import RunStore
 
 __all__ = [
     "BenchmarkTask",
+    "Collected",
     "EngineSource",
     "EvalProblem",
     "ResponseSource",
@@ -80,6 +81,8 @@ class EngineSource:
     tokenizer: Any
     fingerprint: dict[str, Any] = field(default_factory=dict)
     """Model and sampling settings; a run directory made with others is not resumed."""
+    stop: tuple[str, ...] = ()
+    """Stop strings: each response ends before the first of them (the engines stop on tokens only)."""
 
 
 @dataclass
@@ -87,6 +90,15 @@ class SamplesSource:
     """Responses made elsewhere: problem id → list of responses."""
 
     samples: Mapping[str, list[str]]
+
+
+@dataclass
+class Collected:
+    """What `run_task` saw, for writers of upstream file formats: the task, every response, every verdict."""
+
+    task: BenchmarkTask
+    responses: dict[str, list[str]]
+    verdicts: Verdicts
 
 
 ResponseSource = EngineSource | SamplesSource
@@ -146,12 +158,16 @@ def run_task(
     verifier: VerifierOptions | None = None,
     run_dir: str | Path | None = None,
     progress: Progress | None = None,
+    collect: dict[str, Collected] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Evaluate one benchmark; returns its report entries (keyed by benchmark name)."""
+    """Evaluate one benchmark; returns its report entries (keyed by benchmark name).
+
+    `collect`, when given, receives the task's responses and verdicts under the task's name.
+    """
     say = progress or (lambda _msg: None)
     manifest: dict[str, Any] = {"benchmark": task.name, **task.fingerprint()}
     if isinstance(source, EngineSource):
-        manifest["generation"] = source.fingerprint
+        manifest["generation"] = {**source.fingerprint, **({"stop": list(source.stop)} if source.stop else {})}
     else:
         manifest["generation"] = "samples file"
     store = RunStore(Path(run_dir) / task.name if run_dir is not None else None, manifest)
@@ -171,6 +187,7 @@ def run_task(
                 store,
                 progress=tell,
                 on_group=lambda pid, first, texts: judge.submit(parts_of(pid, first, texts)),
+                stop=source.stop,
             )
             n = samples_per_problem
         else:
@@ -178,6 +195,8 @@ def run_task(
         for problem_id, texts in responses.items():  # cached samples, and anything not yet submitted
             judge.submit(parts_of(problem_id, 0, texts))
         verdicts = judge.finish()
+    if collect is not None:
+        collect[task.name] = Collected(task, dict(responses), verdicts)
     entries = task.summarize(responses, verdicts, n)
     missing = len(task.problems) - len(responses)
     for entry in entries.values():

@@ -1,7 +1,8 @@
 """`evaluate_benchmarks`: run benchmarks by name, for the trainer's periodic evaluation.
 
 Names: the math benchmarks (`math500`, `aime24`, `aime25`, `amc23`, `amc24`), `livecodebench`
-(release v6 unless a release tag is appended, e.g. `livecodebench_v5`), and the evalplus data sets
+(LiveCodeBench's `release_latest` unless a release named as LiveCodeBench names it is appended:
+`livecodebench_release_v5` cumulative, `livecodebench_v5` its fifth file only, `livecodebench_v1_v3`), and the evalplus data sets
 (`humaneval`, `mbpp`). `data_dir` is searched for each benchmark's local files (math files by name,
 LiveCodeBench's `test*.jsonl` under `data_dir/livecodebench` or `data_dir`, evalplus's
 `HumanEvalPlus.jsonl` / `MbppPlus.jsonl`); anything else comes from the Hub.
@@ -36,7 +37,7 @@ def _lcb(
 
     report: dict[str, Any] = {}
     for name in names:
-        release = name.removeprefix("livecodebench").lstrip("_") or "v6"
+        release = name.removeprefix("livecodebench").removeprefix("_") or "release_latest"
         local = None
         if data_dir is not None:
             local = next(
@@ -78,7 +79,7 @@ def _kind(name: str) -> str:
     if name in ("humaneval", "mbpp"):
         return "evalplus"
     raise ValueError(
-        f"unknown benchmark {name!r}; valid: {', '.join(MATH_BENCHMARKS)}, livecodebench[_v1…_v6], humaneval, mbpp"
+        f"unknown benchmark {name!r}; valid: {', '.join(MATH_BENCHMARKS)}, livecodebench[_<release>] (e.g. livecodebench_release_v5), humaneval, mbpp"
     )
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from mucode.eval.core import (
+    Collected,
     EngineSource,
     EvalProblem,
     ResponseSource,
@@ -54,6 +55,7 @@ from mucode.rewards.code import MAX_TIME_LIMIT_S
 __all__ = [
     "EVALPLUS_DATASETS",
     "EvalPlusTask",
+    "evalplus_hash",
     "evaluate_evalplus",
     "load_evalplus",
     "read_evalplus_samples",
@@ -136,6 +138,13 @@ def load_evalplus(
             digest = module.get_mbpp_plus_hash(version=version)
             expected = get_groundtruth(problems, digest, MBPP_OUTPUT_NOT_NONE_TASKS)
     return problems, expected
+
+
+def evalplus_hash(dataset: str, *, override_path: str | Path | None = None, version: str = "default") -> str:
+    """evalplus's hash of the data set release (the `hash` of its eval_results files)."""
+    module = _evalplus_module(dataset, override_path)
+    get = module.get_human_eval_plus_hash if dataset == "humaneval" else module.get_mbpp_plus_hash
+    return str(get(version=version))
 
 
 def _chat_prompt(task_prompt: str) -> list[dict[str, str]]:
@@ -243,14 +252,34 @@ class EvalPlusTask:
         return {self.dataset: summarize(base, n), f"{self.dataset}+": summarize(plus, n)}
 
 
+def _read_samples_dir(root: Path) -> tuple[dict[str, list[str]], SampleKind]:
+    """evalplus's folder layout: one sub-folder per task (`HumanEval_0`), complete solutions `0.py`, `1.py`, …"""
+    samples: dict[str, list[str]] = {}
+    for task_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        files = sorted(task_dir.glob("*.py"), key=lambda f: (len(f.stem), f.stem))
+        if files:
+            samples[task_dir.name.replace("_", "/")] = [f.read_text(encoding="utf-8") for f in files]
+    if not samples:
+        raise ValueError(f"{root}: no <task>/<n>.py solutions (evalplus's folder layout) in this directory")
+    return samples, "solution"
+
+
 def read_evalplus_samples(path: str | Path) -> tuple[dict[str, list[str]], SampleKind]:
-    """Samples per task_id from JSON Lines with `task_id` and one of `response`, `solution`, `completion`."""
+    """Samples per task_id as evalplus reads them: JSON Lines with `task_id` and one of `solution`,
+    `completion` (or mucode's `response`), or a folder of `<task>/<n>.py` complete solutions."""
+    if Path(path).is_dir():
+        return _read_samples_dir(Path(path))
     samples: dict[str, list[str]] = {}
     kinds: set[str] = set()
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        row = json.loads(line)
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not JSON ({err})") from err
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object with task_id and solution/completion")
         kind = next((k for k in ("response", "solution", "completion") if isinstance(row.get(k), str)), None)
         key = "task_id" if "task_id" in row else "id"
         if kind is None or key not in row:
@@ -278,8 +307,12 @@ def evaluate_evalplus(
     memory_limit_mb: int | None = None,
     limit: int | None = None,
     progress: Callable[[str], None] | None = None,
+    collect: dict[str, Collected] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Report entries `humaneval`, `humaneval+`, `mbpp`, `mbpp+` (those of the chosen data sets)."""
+    """Report entries `humaneval`, `humaneval+`, `mbpp`, `mbpp+` (those of the chosen data sets).
+
+    `collect` receives each data set's task, responses and verdicts (for `write_evalplus_results`).
+    """
     report: dict[str, dict[str, Any]] = {}
     with verifier_session(verifier, ["code"]) as session:
         # an item carries all inputs and expected outputs of a task (up to megabytes for HumanEval+)
@@ -299,6 +332,7 @@ def evaluate_evalplus(
                     memory_limit_mb,
                     limit,
                     progress,
+                    collect,
                 )
             )
     return report
@@ -317,6 +351,7 @@ def _evaluate_one(
     memory_limit_mb: int | None,
     limit: int | None,
     progress: Callable[[str], None] | None,
+    collect: dict[str, Collected] | None = None,
 ) -> dict[str, dict[str, Any]]:
     if samples is not None and dataset not in samples:
         return {}
@@ -341,5 +376,5 @@ def _evaluate_one(
         memory_limit_mb=memory_limit_mb,
     )
     return run_task(
-        task, this_source, samples_per_problem, verifier=verifier, run_dir=run_dir, progress=progress
+        task, this_source, samples_per_problem, verifier=verifier, run_dir=run_dir, progress=progress, collect=collect
     )

@@ -13,13 +13,13 @@ the same id are several samples of that problem.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mucode.eval.store import RunStore, prompt_key
 
-__all__ = ["Prompt", "generate_responses", "read_samples_file", "render_prompt_ids"]
+__all__ = ["Prompt", "cut_at_stop", "generate_responses", "read_samples_file", "render_prompt_ids"]
 
 Prompt = str | list[dict[str, str]]
 """Raw text, or chat messages that the tokenizer's chat template turns into text."""
@@ -51,11 +51,13 @@ def generate_responses(
     *,
     progress: Progress | None = None,
     on_group: Callable[[str, int, list[str]], None] | None = None,
+    stop: Sequence[str] = (),
 ) -> dict[str, list[str]]:
     """n responses per problem id: cached ones first, the rest sampled with `engine` and cached.
 
     `on_group(problem_id, first_index, responses)` is called for each newly generated group as soon
-    as it is saved (the evaluators start verifying it while generation goes on).
+    as it is saved (the evaluators start verifying it while generation goes on). `stop`: each
+    response is cut before the first stop string (as an engine with stop strings returns it).
     """
     say = progress or (lambda _msg: None)
     keys = {pid: prompt_key(prompt) for pid, prompt in prompts.items()}
@@ -72,7 +74,7 @@ def generate_responses(
         rendered = [(pid, render_prompt_ids(tokenizer, prompts[pid])) for pid in ids]
         for group in engine.generate(rendered, need):
             ordered = sorted(group, key=lambda s: s.sample_index)
-            problem_id, texts = ordered[0].prompt_id, [s.response_text for s in ordered]
+            problem_id, texts = ordered[0].prompt_id, [cut_at_stop(s.response_text, stop) for s in ordered]
             first_index = len(store.responses(problem_id, n, keys[problem_id]))
             store.add_samples(problem_id, texts, keys[problem_id])
             if on_group is not None:
@@ -81,6 +83,12 @@ def generate_responses(
             if done % 10 == 0 or done == total:
                 say(f"generated {done}/{total} problems")
     return {pid: store.responses(pid, n, keys[pid]) for pid in prompts}
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """`text` up to (not including) the earliest occurrence of any stop string."""
+    ends = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return text[: min(ends)] if ends else text
 
 
 def read_samples_file(path: str | Path, id_key: str | tuple[str, ...] = "id") -> dict[str, list[str]]:

@@ -1,8 +1,10 @@
 """LiveCodeBench problems (`livecodebench/code_generation_lite`), read from its release files.
 
-The Hub repository holds one JSON Lines file per release increment: `test.jsonl` (release v1),
-`test2.jsonl` … `test6.jsonl`; release vN is cumulative, the union of the first N files (v5: 880
-problems to Jan 2025, v6: 1055 to Apr 2025). Its loading script needs `trust_remote_code`, which
+The Hub repository holds one JSON Lines file per release increment: `test.jsonl`, `test2.jsonl` …
+`test6.jsonl`. Release names are LiveCodeBench's own (its loading script's `version_tag`):
+`release_vN` is cumulative, the first N files (release_v5: 880 problems to Jan 2025, release_v6:
+1055 to Apr 2025), `release_latest` all of them; `vN` is file N alone (v5: `test5.jsonl` only);
+`vA_vB` the files A to B. Its loading script needs `trust_remote_code`, which
 datasets ≥ 4 refuses, so the files are read directly, from the Hub (huggingface_hub) or from a local
 directory holding them. A contest-date window narrows any release.
 
@@ -44,20 +46,29 @@ __all__ = [
 LCB_HUB_ID = "livecodebench/code_generation_lite"
 
 _INCREMENTS = ["test.jsonl", "test2.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl", "test6.jsonl"]
-RELEASE_FILES: dict[str, list[str]] = {f"v{i}": _INCREMENTS[:i] for i in range(1, len(_INCREMENTS) + 1)}
-"""Release tag → the files it is made of (cumulative)."""
+
+
+def _release_table() -> dict[str, list[str]]:
+    n = len(_INCREMENTS)
+    table = {f"release_v{i}": _INCREMENTS[:i] for i in range(1, n + 1)}
+    table["release_latest"] = list(_INCREMENTS)
+    table.update({f"v{i}": [_INCREMENTS[i - 1]] for i in range(1, n + 1)})
+    table.update({f"v{a}_v{b}": _INCREMENTS[a - 1 : b] for a in range(1, n + 1) for b in range(a + 1, n + 1)})
+    return table
+
+
+RELEASE_FILES: dict[str, list[str]] = _release_table()
+"""LiveCodeBench release name → the files it is made of."""
 
 
 def release_files(release: str) -> list[str]:
-    """Files of a release tag: `v1`…`v6`, also spelled `release_v1`…`release_v6`, or `release_latest`."""
-    tag = release.removeprefix("release_")
-    if tag == "latest":
-        tag = f"v{len(_INCREMENTS)}"
-    if tag not in RELEASE_FILES:
+    """Files of a release, named as LiveCodeBench names them (`release_v5`, `v5`, `v1_v3`, `release_latest`)."""
+    if release not in RELEASE_FILES:
         raise ValueError(
-            f"unknown LiveCodeBench release {release!r}; valid: {', '.join(RELEASE_FILES)} (or release_latest)"
+            f"unknown LiveCodeBench release {release!r}; valid: release_v1…release_v{len(_INCREMENTS)} "
+            f"(cumulative), release_latest, v1…v{len(_INCREMENTS)} (one file), vA_vB (files A to B)"
         )
-    return RELEASE_FILES[tag]
+    return RELEASE_FILES[release]
 
 
 @dataclass(frozen=True)
@@ -173,7 +184,7 @@ def _file_paths(files: Iterable[str], source: str | Path | None, revision: str |
 
 
 def load_livecodebench(
-    release: str = "v6",
+    release: str = "release_latest",
     *,
     source: str | Path | None = None,
     start_date: str | date | datetime | None = None,

@@ -27,9 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mucode.eval.core import (
+    Collected,
     EngineSource,
     EvalProblem,
     ResponseSource,
@@ -41,7 +42,7 @@ from mucode.eval.extract import last_fenced_block
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
 from mucode.eval.lcb_data import LCBProblem, load_livecodebench
 from mucode.eval.lcb_driver import CALL_ENTRY, call_driver, stdio_driver
-from mucode.eval.lcb_prompts import build_prompt
+from mucode.eval.lcb_prompts import build_prompt, prompt_style_name
 
 __all__ = ["LCB_IMPORT_HEADER", "LiveCodeBenchTask", "evaluate_livecodebench", "lcb_item"]
 
@@ -105,6 +106,8 @@ class LiveCodeBenchTask:
     lcb_problems: list[LCBProblem]
     prompt_style: str = "chat"
     time_limit_s: float = LCB_TIME_LIMIT_S
+    sample_kind: Literal["response", "code"] = "response"
+    """`response`: code is the last fenced block; `code`: the sample is the code (LiveCodeBench's code_list)."""
     name: str = "livecodebench"
     problems: list[EvalProblem] = field(init=False)
 
@@ -123,8 +126,12 @@ class LiveCodeBenchTask:
     def fingerprint(self) -> dict[str, Any]:
         return {"prompt_style": self.prompt_style, "time_limit_s": self.time_limit_s}
 
+    def code(self, response: str) -> str | None:
+        """The code judged for a sample (None: no code)."""
+        return response if self.sample_kind == "code" else last_fenced_block(response)
+
     def parts(self, problem_id: str, index: int, response: str) -> list[Part]:
-        code = last_fenced_block(response)
+        code = self.code(response)
         if code is None or not code.strip():
             return [Part(problem_id, index, "main", None, "no_code")]
         problem = self._by_id[problem_id]
@@ -149,7 +156,7 @@ def evaluate_livecodebench(
     source: ResponseSource | Any,
     *,
     tokenizer: Any = None,
-    release: str = "v6",
+    release: str = "release_latest",
     start_date: str | date | datetime | None = None,
     end_date: str | date | datetime | None = None,
     data_dir: str | Path | None = None,
@@ -160,6 +167,9 @@ def evaluate_livecodebench(
     run_dir: str | Path | None = None,
     limit: int | None = None,
     progress: Callable[[str], None] | None = None,
+    sample_kind: Literal["response", "code"] = "response",
+    time_limit_s: float = LCB_TIME_LIMIT_S,
+    collect: dict[str, Collected] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """LiveCodeBench report `{"livecodebench": {"pass@1": …, …, "by_difficulty": …, "by_platform": …}}`.
 
@@ -178,10 +188,12 @@ def evaluate_livecodebench(
         raise ValueError(
             f"no LiveCodeBench problems in release {release} between {start_date} and {end_date}"
         )
-    task = LiveCodeBenchTask(chosen, prompt_style=prompt_style)
+    task = LiveCodeBenchTask(
+        chosen, prompt_style=prompt_style_name(prompt_style), time_limit_s=time_limit_s, sample_kind=sample_kind
+    )
     if not isinstance(source, EngineSource | SamplesSource):
         source = EngineSource(source, tokenizer)
     with verifier_session(verifier, ["code"]) as session:
         return run_task(
-            task, source, samples_per_problem, verifier=session, run_dir=run_dir, progress=progress
+            task, source, samples_per_problem, verifier=session, run_dir=run_dir, progress=progress, collect=collect
         )

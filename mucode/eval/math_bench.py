@@ -18,6 +18,7 @@ Hub) uses the row's position, 0-based, in the order loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from mucode.eval.core import (
     run_task,
 )
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
+from mucode.eval.protocols import MathTemplate, math_template
 
 __all__ = [
     "MATH_BENCHMARKS",
@@ -218,13 +220,18 @@ def load_math_problems(
     return _rows_to_problems(_hub_rows(bench, revision), bench.hub_fields, f"Hub {bench.hub_id}")
 
 
+def instruction_template(instruction: str) -> MathTemplate:
+    """The template of an instruction appended after the problem and a space (empty: the problem alone)."""
+    return MathTemplate("", f" {instruction}" if instruction else "", strip_problem=bool(instruction))
+
+
 @dataclass
 class MathTask:
     """One math benchmark as a `BenchmarkTask`."""
 
     name: str
     math_problems: list[MathProblem]
-    instruction: str = MATH_INSTRUCTION
+    template: MathTemplate = field(default_factory=lambda: instruction_template(MATH_INSTRUCTION))
     system_prompt: str | None = None
     problems: list[EvalProblem] = field(init=False)
 
@@ -233,12 +240,11 @@ class MathTask:
         self.problems = [EvalProblem(p.id, self._messages(p.problem)) for p in self.math_problems]
 
     def _messages(self, problem: str) -> list[dict[str, str]]:
-        content = f"{problem.rstrip()} {self.instruction}" if self.instruction else problem
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return [*system, {"role": "user", "content": content}]
+        return [*system, {"role": "user", "content": self.template.render(problem)}]
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"instruction": self.instruction, "system_prompt": self.system_prompt}
+        return {"template": dataclasses.asdict(self.template), "system_prompt": self.system_prompt}
 
     def parts(self, problem_id: str, index: int, response: str) -> list[Part]:
         item = {"program": "math", "response": response, "spec": {"answer": self._answers[problem_id]}}
@@ -275,6 +281,7 @@ def evaluate_math(
     verifier: VerifierOptions | None = None,
     run_dir: str | Path | None = None,
     instruction: str = MATH_INSTRUCTION,
+    template: MathTemplate | str | None = None,
     system_prompt: str | None = None,
     samples: Mapping[str, Mapping[str, list[str]]] | None = None,
     revision: str | None = None,
@@ -288,7 +295,13 @@ def evaluate_math(
     benchmark, or None for the defaults (AIME 16, others 4). A benchmark whose data cannot be loaded
     is skipped with a warning and recorded under `skipped`; the average is then marked partial.
     `limit` keeps the first problems of each benchmark (smoke runs; not comparable with papers).
+    The user turn is `template` (a `MathTemplate` or a name in `mucode.eval.protocols.MATH_TEMPLATES`)
+    applied to the problem, else the problem, a space and `instruction`.
     """
+    if template is None:
+        template = instruction_template(instruction)
+    elif isinstance(template, str):
+        template = math_template(template)
     report: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     with verifier_session(verifier, ["math"]) as session:
@@ -306,7 +319,7 @@ def evaluate_math(
                 warnings.warn(f"math benchmark {name} skipped: {err}", stacklevel=2)
                 skipped[name] = str(err)
                 continue
-            task = MathTask(name, problems[:limit], instruction=instruction, system_prompt=system_prompt)
+            task = MathTask(name, problems[:limit], template=template, system_prompt=system_prompt)
             this_source: ResponseSource
             if samples is not None:
                 this_source = SamplesSource(samples[name])

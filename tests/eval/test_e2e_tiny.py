@@ -56,7 +56,7 @@ def test_livecodebench_run_resumes_without_redoing_work(
 ) -> None:
     engine, tokenizer = tiny
     kwargs: dict[str, Any] = dict(
-        release="v2",
+        release="release_v2",
         data_dir=FIXTURES / "livecodebench",
         samples_per_problem=2,
         verifier=code_verifier,
@@ -143,7 +143,12 @@ def test_math_cli_with_the_tiny_policy(
     )
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert set(report) == {"aime24", "amc23", "average"}
+    assert set(report) == {"aime24", "amc23", "average", "meta"}
+    meta = report["meta"]
+    assert meta["model"] == "tiny" and meta["protocol"]["name"] == "paper" and meta["engine"] == "hf"
+    assert meta["sampling"] == {"temperature": 1.0, "top_p": 0.7, "max_new_tokens": 24, "stop": []}
+    assert meta["prompt"].startswith("m2po") and "evalchemy@" in meta["data"]["aime24"]
+    assert meta["mucode_version"] and meta["date"]
     assert report["aime24"]["n_samples"] == 6 and report["aime24"]["samples_per_problem"] == 2
     assert 0.0 <= report["average"]["pass@1"] <= 1.0
     assert "| aime24" in table.read_text()
