@@ -14,6 +14,10 @@ Rows (items per second):
   a shared machine.
 The service runs as a child process (``python -m mucode.verifier``) so its CPU time is its own.
 ``--load-seconds`` adds a fixed-rate load run (mixed code+math) with the server's memory over time.
+``--big-tests-mb N`` (alone with ``--only-big-tests``) sends one problem with N MB of stdio tests and
+``--samples`` samples through ``VerifierClient`` with the default request cap: requests sent, wall
+time, the service's CPU time and the client's peak Python memory while it prepares and sends
+(tracemalloc), next to the size of the test set and of the inlined request it replaces.
 Math items are the MATH500 reference solutions (their own \\boxed answer) shipped in mucode/assets/math.
 The machine may be shared: rerun before trusting a small difference.
 """
@@ -119,13 +123,13 @@ def bench_math_in_process(items: list[dict], warmup: list[dict]) -> tuple[float,
 class Service:
     """`python -m mucode.verifier` as a child process (so its CPU time can be measured alone)."""
 
-    def __init__(self, backend_options: dict, math_workers: int) -> None:
+    def __init__(self, backend_options: dict, math_workers: int, backend: str = "docker") -> None:
         import socket
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        env = {**os.environ, "MUCODE_PORT": str(self.port), "MUCODE_BACKEND": "docker", "MUCODE_RUN_CODE": "false",
+        env = {**os.environ, "MUCODE_PORT": str(self.port), "MUCODE_BACKEND": backend, "MUCODE_RUN_CODE": "false",
                "MUCODE_BACKEND_OPTIONS": json.dumps(backend_options), "MUCODE_MATH_WORKERS": str(math_workers),
                "MUCODE_PROGRAMS": '["code", "math"]'}
         self.proc = subprocess.Popen([sys.executable, "-m", "mucode.verifier"], env=env,
@@ -147,6 +151,52 @@ class Service:
         self.proc.wait(60)
 
 
+def bench_big_tests(mb: float, samples: int, backend: str, backend_options: dict) -> None:
+    """One problem with ``mb`` MB of tests x ``samples`` samples (half correct) through the client."""
+    import re
+    import tracemalloc
+
+    from mucode.verifier.client import VerifierClient
+    from mucode.verifier.loadtest import cpu_s
+    from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES, canonical_json
+
+    n_tests = 12
+    lengths = [int(mb * 1e6) // n_tests + k for k in range(n_tests)]
+    tests = {"format": "stdio", "inputs": ["a" * n + "\n" for n in lengths], "outputs": [f"{n}\n" for n in lengths]}
+    right = "```python\nimport sys\nprint(len(sys.stdin.read().strip()))\n```"
+    items = [{"id": f"s{k}", "program": "code", "response": right if k % 2 else "```python\nprint(0)\n```",
+              "spec": {"tests": tests, "time_limit_s": 10}} for k in range(samples)]
+    set_mb = len(canonical_json(tests)) / 1e6
+    inlined_mb = len(json.dumps({"items": items})) / 1e6
+    service = Service(backend_options, 1, backend=backend)
+
+    def sent() -> int:
+        text = httpx.get(f"{service.url}/metrics").text
+        return int(sum(float(x) for x in re.findall(r'^verifier_requests_total\{[^}]*/v1/verify[^}]*\} (\S+)$', text, re.M)))
+
+    try:
+        before, c0 = sent(), cpu_s(service.proc.pid)
+        client = VerifierClient(service.url, max_retries=0)
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        try:
+            results = client.verify_sync(items)
+        finally:
+            wall = time.perf_counter() - t0
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            client.close()
+        requests, cpu = sent() - before, cpu_s(service.proc.pid) - c0
+    finally:
+        service.close()
+    statuses = [r["status"] for r in results]
+    print(f"\n| test set | samples | inlined request | cap | requests sent | wall s | service CPU s | "
+          f"client peak MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+          f"| {set_mb:.1f} MB | {samples} | {inlined_mb:.1f} MB | {DEFAULT_MAX_REQUEST_BYTES / 2**20:.0f} MiB | "
+          f"{requests} | {wall:.2f} | {cpu:.2f} | {peak / 1e6:.1f} |")
+    print(f"statuses: {statuses}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--code-items", type=int, default=400)
@@ -160,9 +210,19 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="HTTP requests in flight")
     ap.add_argument("--load-seconds", type=float, default=0.0, help="also run a fixed-rate load test this long")
     ap.add_argument("--load-rate", type=float, default=8.0, help="requests/s of the load test (4 items each)")
+    ap.add_argument("--big-tests-mb", type=float, default=0.0, help="also send one problem with this many MB of tests")
+    ap.add_argument("--samples", type=int, default=8, help="samples of the --big-tests-mb problem")
+    ap.add_argument("--only-big-tests", action="store_true", help="run only the --big-tests-mb row")
+    ap.add_argument("--backend", choices=["docker", "local"], default="docker",
+                    help="sandbox backend of the --big-tests-mb service (the other rows use docker)")
     args = ap.parse_args()
 
     backend_options = {"containers": args.containers, "slots_per_container": args.slots}
+    if args.big_tests_mb > 0:
+        options = backend_options if args.backend == "docker" else {"slots": args.slots}
+        bench_big_tests(args.big_tests_mb, args.samples, args.backend, options)
+        if args.only_big_tests:
+            return
     codes = code_items(args.code_items)
     # Steady state on both sides: math-verify, its ANTLR parser (DFA cache) and sympy get faster as they
     # see inputs, so each side scores the measured items once, unmeasured, before the timed pass.
