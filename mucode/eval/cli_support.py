@@ -74,14 +74,11 @@ def user_errors() -> Iterator[None]:
 
 @contextlib.contextmanager
 def warnings_to_stderr() -> Iterator[None]:
-    """Library warnings (skipped benchmarks, problems without samples) as one plain line each."""
-    with warnings.catch_warnings(record=True) as caught:
+    """Library warnings (skipped benchmarks, problems without samples) as one plain line each, when raised."""
+    with warnings.catch_warnings():
         warnings.simplefilter("always")
-        try:
-            yield
-        finally:
-            for warning in caught:
-                say(f"warning: {warning.message}")
+        warnings.showwarning = lambda message, *_args, **_kw: say(f"warning: {message}")
+        yield
 
 
 def partial_problems(report: dict[str, Any]) -> list[str]:
