@@ -168,6 +168,10 @@ def test_lone_surrogates_in_stdin_and_tests_are_422(small_url: str) -> None:
     tests = {"format": "stdio", "inputs": ["1 2\ud800\n"], "outputs": ["3\n"]}
     r = _raw(small_url, "/v1/verify", {"items": [{"program": "code", "response": OK, "spec": {"tests": tests}}]})
     assert r.status_code == 422 and "items[0].spec.tests.inputs[0]: contains a lone surrogate" in r.text
+    shared = {"format": "stdio", "inputs": ["1\n"], "outputs": ["\udbff"]}
+    r = _raw(small_url, "/v1/verify", {"test_sets": {"k": shared},
+                                       "items": [{"program": "code", "response": OK, "spec": {"tests": {"ref": "k"}}}]})
+    assert r.status_code == 422 and "test_sets.k.outputs[0]: contains a lone surrogate" in r.text
     r = _raw(small_url, "/run_code", {"code": "print(input())", "stdin": "x\udfff"})
     assert r.status_code == 422 and "stdin: contains a lone surrogate" in r.text
     r = _raw(small_url, "/run_code", {"code": "print('\ud800')"})
