@@ -56,7 +56,11 @@ class ModelConfig(_Section):
     path: str = "tiny"
     """Policy to train: a Hugging Face id, a local HF directory, or `tiny` for the embedded tiny policy."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """Parameter dtype for training and the `hf` engine (bfloat16 on GPUs)."""
+    """Compute dtype: forward and backward passes, the rollout engine and the handed-over policy
+    (bfloat16 on GPUs). Weights and optimizer state stay in `master_dtype` (mixed precision)."""
+    master_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Master weights, optimizer state and checkpoints. Keep float32: at lr 1e-6 most bfloat16
+    updates round away. Equal to `dtype` means pure low-precision training."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
     trust_remote_code: bool = False
@@ -187,6 +191,12 @@ class TrainConfig(_Section):
     final_rollout_prompts: int = Field(0, ge=0)
     """After the last stage, sample this many prompts (× samples_per_prompt) with the final policy and
     report their mean reward (`reward/final_mean`); 0: off (use `mucode eval` on policy/stage-K)."""
+    weight_sync: Literal["auto", "disk", "memory"] = "auto"
+    """How β_{k+1} reaches the engine. `disk`: export policy/stage-K (HF format) and checkpoint at every
+    stage end. `memory`: the engine keeps running and takes the weights in memory (hf: shares them;
+    vllm: sleep mode + in-place load); no per-stage export, checkpoints only every `checkpoint_every`
+    updates (and at the end). `auto`: memory when stages are shorter than `checkpoint_every` and the
+    engine can take weights in memory, else disk."""
 
 
 class VerifierConfig(_Section):

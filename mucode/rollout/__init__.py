@@ -36,10 +36,11 @@ from mucode.rollout.logprobs import (
     token_entropy,
     token_logprobs,
 )
-from mucode.rollout.types import FinishReason, RolloutEngine, Sample
+from mucode.rollout.types import EngineError, FinishReason, RolloutEngine, Sample
 
 __all__ = [
     "ENGINES",
+    "EngineError",
     "FinishReason",
     "HFEngine",
     "ResponseLogprobs",

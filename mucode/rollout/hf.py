@@ -11,10 +11,15 @@ Layout: the rows of a batch are left-padded with position ids counted over real 
 layout ``response_logprobs`` recomputes with. A row that samples a stop token keeps that token
 (it is trained on) and is then frozen. Limits: no continuous batching -- a batch decodes until its
 longest row ends, so set ``batch_size`` to what fits; rows are grouped in prompt order.
+
+``autocast_dtype``: when the engine shares a trainer's float32 master weights in a mixed-precision
+run, its forwards run under ``torch.autocast`` in the trainer's compute dtype, so the behaviour
+log-probs come from the same arithmetic as the trainer's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -83,6 +88,7 @@ class HFEngine:
         seed: int = 0,
         batch_size: int = 64,
         stop_token_ids: list[int] | None = None,
+        autocast_dtype: torch.dtype | None = None,
     ) -> None:
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
@@ -113,6 +119,12 @@ class HFEngine:
         self._keeps_last_logits = accepts_logits_to_keep(model)  # prefill: no [B, P, V] logits
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        self.autocast_dtype = autocast_dtype
+
+    def _precision(self) -> contextlib.AbstractContextManager[Any]:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
     @classmethod
     def from_pretrained(
@@ -169,9 +181,10 @@ class HFEngine:
         stop = torch.as_tensor(self.stop_token_ids, device=self.device)
 
         prefill: dict[str, Any] = {"logits_to_keep": 1} if self._keeps_last_logits else {}
-        out = self.model(
-            input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, **prefill
-        )
+        with self._precision():
+            out = self.model(
+                input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, **prefill
+            )
         cache, logits = out.past_key_values, out.logits[:, -1, :]
         next_position = positions[:, -1] + 1
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)
@@ -191,13 +204,14 @@ class HFEngine:
             attention = torch.cat(
                 [attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1
             )
-            out = self.model(
-                input_ids=token[:, None],
-                attention_mask=attention,
-                position_ids=next_position[:, None],
-                past_key_values=cache,
-                use_cache=True,
-            )
+            with self._precision():
+                out = self.model(
+                    input_ids=token[:, None],
+                    attention_mask=attention,
+                    position_ids=next_position[:, None],
+                    past_key_values=cache,
+                    use_cache=True,
+                )
             cache, logits = out.past_key_values, out.logits[:, -1, :]
             next_position = next_position + 1
         all_tokens = torch.stack(tokens, 1).tolist()

@@ -9,6 +9,11 @@ from typing import Literal, Protocol, runtime_checkable
 FinishReason = Literal["stop", "length"]
 
 
+class EngineError(RuntimeError):
+    """The engine failed as a process (it died, or stopped answering): a new engine may succeed, and the
+    trainer starts one for the prompts not yet generated. Errors in the caller's input are not this."""
+
+
 @dataclass
 class Sample:
     """One sampled response to one prompt."""

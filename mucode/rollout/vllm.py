@@ -5,7 +5,8 @@ Written against vLLM's documented offline API (``LLM``, ``SamplingParams``, ``To
 (``pip install mucode[vllm]``) and is imported only inside the child process.
 
 - Each data-parallel replica is one child process (``spawn``) owning ``tensor_parallel_size``
-  GPUs of ``CUDA_VISIBLE_DEVICES``; ``close()`` ends the children, which frees every byte of GPU
+  GPUs of ``CUDA_VISIBLE_DEVICES`` (or of ``devices``: under torchrun each rank passes its own GPU and
+  runs one replica there, without torchrun's variables); ``close()`` ends the children, which frees every byte of GPU
   memory vLLM took (the trainer then has the GPUs to itself). Replicas take prompt chunks from a
   shared queue, so a fast replica takes more.
 - ``SamplingParams(n=G, temperature, top_p, top_k, max_tokens, logprobs=0)`` returns each sampled
@@ -32,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mucode.rollout.types import Sample
+from mucode.rollout.types import EngineError, Sample
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +139,16 @@ def _build_llm(settings: VLLMSettings, replica: int) -> Any:
         return LLM(**kwargs)
 
 
+# torchrun's variables: a replica is a process of its own, not a rank of the trainer's process group
+_LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                 "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
 def _replica_main(replica: int, gpus: list[str], settings: dict[str, Any], tasks: Any, results: Any) -> None:
     """Child process: build one vLLM engine, serve prompt chunks until told to stop."""
     try:
+        for name in _LAUNCHER_ENV:
+            os.environ.pop(name, None)
         if gpus:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         config = VLLMSettings(**settings)
@@ -187,6 +195,7 @@ class VLLMEngine:
         enforce_eager: bool = False,
         engine_kwargs: dict[str, Any] | None = None,
         start_timeout_s: float = 1800.0,
+        devices: list[str] | None = None,
     ) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise ImportError(
@@ -217,7 +226,7 @@ class VLLMEngine:
             engine_kwargs=dict(engine_kwargs or {}),
         )
         self.batch_size = batch_size
-        gpus = visible_gpus()
+        gpus = list(devices) if devices is not None else visible_gpus()
         needed = tensor_parallel_size * data_parallel_size
         if len(gpus) < needed:
             raise ValueError(
@@ -255,9 +264,9 @@ class VLLMEngine:
                 waited += 5.0
                 dead = [p.name for p in self._replicas if not p.is_alive()]
                 if dead:
-                    raise RuntimeError(f"vLLM replica process(es) {dead} died without a report") from None
+                    raise EngineError(f"vLLM replica process(es) {dead} died without a report") from None
                 if waited >= timeout_s:
-                    raise TimeoutError(f"no answer from the vLLM replicas in {timeout_s:.0f} s") from None
+                    raise EngineError(f"no answer from the vLLM replicas in {timeout_s:.0f} s") from None
 
     def generate(
         self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
@@ -270,7 +279,7 @@ class VLLMEngine:
         for _ in chunks:
             kind, replica, payload = self._next_result(timeout_s=24 * 3600)
             if kind == "error":
-                raise RuntimeError(f"vLLM replica {replica} failed:\n{payload}")
+                raise EngineError(f"vLLM replica {replica} failed:\n{payload}")
             yield from payload
 
     def close(self) -> None:

@@ -5,20 +5,21 @@ groups is split across ranks (group ``i`` goes to rank ``i % N``); the loss on a
 by the *whole* minibatch's response count and multiplied by N, so the wrapper's gradient average
 gives exactly the single-process gradient.
 
-- CUDA: the policy is wrapped in FSDP (full sharding, one unit per decoder layer); checkpoints and
-  the per-stage HF export gather a full state dict on rank 0.
+- CUDA: the policy is wrapped in FSDP (full sharding, one unit per decoder layer, ``MixedPrecision``
+  from ``model.dtype``/``model.master_dtype``: float32 shards, bfloat16 compute, float32 gradient
+  reduction); checkpoints and the per-stage HF export gather a full state dict on rank 0.
 - CPU (``gloo``, for tests and laptops): the plain model on every rank and an explicit all-reduce
   (sum) of the gradients after the micro-batches (DDP's per-backward hooks would need the same
   number of micro-batches on every rank); same maths.
 
-Limits: generation runs on rank 0 only (other ranks wait at a barrier), which suits the ``hf``
-engine on a few GPUs; with vLLM the engine's own tensor/data parallel settings use the GPUs.
-Sharded optimizer checkpoints are not written (the optimizer state is gathered to rank 0).
+Generation is data-parallel: every rank runs its own engine on its share of the stage's prompts
+(``mucode.train.rollout_runner``). Sharded optimizer checkpoints are not written (the optimizer state is gathered to rank 0).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["DistInfo", "init_distributed", "wrap_model", "full_state_dict", "optimizer_state", "load_optimizer_state", "barrier", "all_reduce_sum"]
+from mucode.train.precision import Precision
+
+__all__ = ["DistInfo", "init_distributed", "wrap_model", "full_state_dict", "iter_full_tensors", "optimizer_state", "load_optimizer_state", "barrier", "all_reduce_sum"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,8 @@ def init_distributed(device: str = "auto") -> DistInfo:
     return DistInfo(rank=rank, world_size=world, local_rank=local_rank, device=dev)
 
 
-def wrap_model(model: nn.Module, info: DistInfo) -> nn.Module:
+def wrap_model(model: nn.Module, info: DistInfo, precision: Precision | None = None) -> nn.Module:
+    """FSDP on CUDA ranks (with ``precision``'s ``MixedPrecision``); the plain model otherwise."""
     if not info.enabled:
         return model
     if info.device.type == "cuda":
@@ -82,6 +86,7 @@ def wrap_model(model: nn.Module, info: DistInfo) -> nn.Module:
             auto_wrap_policy=ModuleWrapPolicy(layer_classes) if layer_classes else None,
             device_id=info.device,
             use_orig_params=True,
+            mixed_precision=precision.fsdp_mixed_precision() if precision is not None else None,
         )
     return model  # CPU: gradients are all-reduced explicitly by the updater
 
@@ -109,6 +114,23 @@ def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
         with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):
             return model.state_dict()
     return {k: v.detach().cpu().clone() for k, v in unwrap(model).state_dict().items()}
+
+
+def iter_full_tensors(model: nn.Module, dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(hf_name, full tensor)`` pairs on the model's device, floating ones cast to ``dtype``, for an engine
+    that loads weights in memory. Under FSDP every rank gathers the full state dict (a collective: call
+    it on every rank); peak memory is the full model in the master dtype on each rank."""
+    if _is_fsdp(model):
+        from torch.distributed.fsdp import FullStateDictConfig, StateDictType
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        cfg = FullStateDictConfig(offload_to_cpu=False, rank0_only=False)
+        with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):
+            state = model.state_dict()
+    else:
+        state = unwrap(model).state_dict()
+    for name, tensor in state.items():
+        yield name, tensor.detach().to(dtype) if tensor.is_floating_point() else tensor.detach()
 
 
 def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

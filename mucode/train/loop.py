@@ -45,9 +45,11 @@ from mucode.train.distributed import (
 )
 from mucode.train.logger import MetricsLogger
 from mucode.train.optimize import Updater, make_optimizer
-from mucode.train.policy import load_policy, resolve_model_path, save_policy
+from mucode.train.policy import load_policy, resolve_model_path
+from mucode.train.precision import Precision
 from mucode.train.preflight import ResumeError, check_run, drop_long_prompts
-from mucode.train.store import StageStore, StageWriter
+from mucode.train.rollout_runner import StageRollout
+from mucode.train.store import StageStore
 from mucode.train.summary import write_summary
 
 __all__ = ["ResumeError", "RunResult", "run_training", "stage_prompts"]
@@ -114,7 +116,7 @@ def run_training(
     _seed_everything(cfg.train.seed)
     records = records if records is not None else _load_records(cfg)
     base_path = resolve_model_path(cfg.model.path)
-    model, tokenizer = load_policy(base_path, dtype=cfg.model.dtype, device=info.device,
+    model, tokenizer = load_policy(base_path, dtype=cfg.model.master_dtype, device=info.device,
                                    trust_remote_code=cfg.model.trust_remote_code,
                                    gradient_checkpointing=cfg.model.gradient_checkpointing)
     records, dropped = drop_long_prompts(records, tokenizer, cfg.data.max_prompt_tokens)
@@ -139,7 +141,7 @@ def run_training(
     saved = Checkpointer.load(latest) if latest is not None else None
     if saved is not None:
         model.load_state_dict(saved[1])  # full weights, before FSDP shards them
-    model = wrap_model(model, info)
+    model = wrap_model(model, info, Precision.from_names(cfg.model.master_dtype, cfg.model.dtype))
     optimizer, scheduler = make_optimizer(model, cfg.optim)
     if resume:
         if saved is not None:
@@ -164,6 +166,7 @@ def run_training(
         if info.is_main else None
     )
     updater = Updater(model, optimizer, scheduler, cfg, info, pad_token_id=_pad_id(tokenizer))
+    rollout = StageRollout(cfg, info, model, optimizer, tokenizer)  # engines, state aside, ranks' stores
 
     def checkpoint() -> None:
         model_state = full_state_dict(model)
@@ -178,7 +181,7 @@ def run_training(
     run_start = time.perf_counter()
     with verifier_urls(cfg.verifier.url, cfg.verifier.backend) as urls:
         pipeline = VerifyPipeline(urls, token=cfg.verifier.token, timeout_s=cfg.verifier.timeout_s,
-                                  retries=cfg.verifier.max_retries) if info.is_main else None
+                                  retries=cfg.verifier.max_retries)  # every rank verifies what it generates
         try:
             while state.stage < b.num_stages:
                 k = state.stage
@@ -188,14 +191,14 @@ def run_training(
                 store_dir = run_dir / "stages" / f"stage-{k:04d}"
 
                 # ── 1+2. generate with β_k, verify while generating, store ────────────────────────
-                if info.is_main and not StageStore.is_complete(store_dir):
+                if not StageStore.is_complete(store_dir):  # every rank generates its share
                     if state.update_in_stage > 0:
                         raise ResumeError(
                             f"checkpoint says stage {k} was being optimized, but its store {store_dir} is "
                             f"not complete. Delete {run_dir / 'checkpoints'} to restart the stage."
                         )
-                    rollout_metrics = _generate(cfg, k, records, prompts_per_stage, store_dir, model, tokenizer,
-                                                run_dir, pipeline, show_progress)  # type: ignore[arg-type]
+                    rollout_metrics = _generate(cfg, k, records, prompts_per_stage, store_dir, rollout, tokenizer,
+                                                run_dir, pipeline, show_progress)
                     stage_times.update({key: v for key, v in rollout_metrics.items() if key.startswith("time/")})
                 barrier(info)
                 store = StageStore.open(store_dir)  # checksums verified: a corrupt store stops here
@@ -228,12 +231,9 @@ def run_training(
                     raise RuntimeError(f"stage {k} ended after {state.update_in_stage} updates, expected {b.updates_per_stage}")
                 stage_times["time/optimize"] = time.perf_counter() - opt_start
 
-                # ── 4. hand over: the policy in HF format becomes β_{k+1}; checkpoint the stage's end ─
+                # ── 4. hand over: β_{k+1} (HF export, or in memory for short stages); checkpoint if due ─
                 hand_start = time.perf_counter()
-                policy_dir = run_dir / "policy" / f"stage-{k:04d}"
-                weights = full_state_dict(model)
-                if info.is_main:
-                    save_policy(unwrap(model), tokenizer, weights, policy_dir)
+                checkpoint_due = rollout.hand_over(k, run_dir / "policy" / f"stage-{k:04d}", state.global_update)
                 stage_times["time/handover"] = time.perf_counter() - hand_start
                 stage_times["time/total"] = time.perf_counter() - stage_start
                 record = _stage_record(k, store, state, stage_times, rollout_metrics, recent_rewards)
@@ -242,7 +242,8 @@ def run_training(
                     state.times[key] = state.times.get(key, 0.0) + value
                 state.stage += 1
                 state.update_in_stage = 0
-                checkpoint()
+                if checkpoint_due:
+                    checkpoint()
                 if metrics_log is not None:
                     metrics_log.log_event("stage", {**record, "update": state.global_update})
                     print(f"stage {k} done: {_stage_line(record)}", flush=True)
@@ -254,16 +255,16 @@ def run_training(
                 _evaluate(cfg, model, tokenizer, run_dir, urls, last, metrics_log)
 
             # ── after the last stage: the final policy's own rollouts (train.final_rollout_prompts) ─
-            if info.is_main and _final_pending(cfg, run_dir):
+            if _final_pending(cfg, run_dir):
                 final = _generate(cfg, b.num_stages, records, cfg.train.final_rollout_prompts,
-                                  _final_dir(run_dir), model, tokenizer, run_dir, pipeline, show_progress)
+                                  _final_dir(run_dir), rollout, tokenizer, run_dir, pipeline, show_progress)
                 if metrics_log is not None:
                     metrics_log.log_event("final", {**final, "update": state.global_update})
-                print(f"final policy: reward {final['reward/rollout_mean']:.3f} on "
-                      f"{int(final['rollout/responses'])} fresh responses", flush=True)
+                    print(f"final policy: reward {final['reward/rollout_mean']:.3f} on "
+                          f"{int(final['rollout/responses'])} fresh responses", flush=True)
         finally:
-            if pipeline is not None:
-                pipeline.close()
+            rollout.close()
+            pipeline.close()
             if metrics_log is not None:
                 metrics_log.close()
 
@@ -336,72 +337,18 @@ def _pad_id(tokenizer: Any) -> int:
 
 
 def _generate(cfg: MucodeConfig, k: int, records: list[TaskRecord], per_stage: int, store_dir: Path,
-              model: torch.nn.Module, tokenizer: Any, run_dir: Path, pipeline: Any, show_progress: bool) -> dict[str, float]:
-    """Phase 1+2 of stage ``k``: start the engine on β_k, generate, verify, store, release."""
+              rollout: StageRollout, tokenizer: Any, run_dir: Path, pipeline: Any, show_progress: bool) -> dict[str, float]:
+    """Phase 1+2 of stage ``k`` with β_k: generate, verify, store (on every rank: ``rollout_runner``)."""
     from mucode.data.prompts import render_prompt
-    from mucode.train.rollout_phase import generate_stage
 
     slots = stage_prompts(records, k, per_stage, cfg.data.shuffle_seed)
     prompts = [(slot, record, render_prompt(tokenizer, record)) for slot, record in slots]  # lengths checked up front
-    if StageStore.is_complete(store_dir):
-        raise AssertionError("unreachable")
-    if (store_dir / "manifest.json").exists():
-        writer = StageWriter.resume(store_dir, groups_per_shard=cfg.train.groups_per_shard)
-        writer.manifest["meta"]["engine_starts"] = int(writer.manifest["meta"].get("engine_starts", 0)) + 1
-        print(f"stage {k}: finishing an interrupted store ({writer.groups_written}/{per_stage} groups kept)", flush=True)
-    else:
-        writer = StageWriter.create(store_dir, stage=k, expected_groups=per_stage,
-                                    groups_per_shard=cfg.train.groups_per_shard,
-                                    meta={"policy": str(_behaviour_path(cfg, run_dir, k)), "engine_starts": 1})
-    stats = generate_stage(
-        stage=k,
-        engine_factory=lambda: _make_engine(cfg, k, model, tokenizer, run_dir),
-        prompts=prompts,
-        samples_per_prompt=cfg.batch.samples_per_prompt,
-        writer=writer,
-        pipeline=pipeline,
-        adv_std=cfg.algo.adv_std,
-        adv_eps=cfg.algo.adv_eps,
-        rescore=_rescorer(cfg, model) if cfg.algo.recompute_behaviour_logprobs else None,
-        show_progress=show_progress,
-    )
-    model.train()
-    writer.finish(extra_meta={"rollout": stats.as_metrics()})
-    return stats.as_metrics()
-
-
-def _rescorer(cfg: MucodeConfig, model: torch.nn.Module) -> Any:
-    from mucode.rollout.logprobs import response_logprobs
-
-    @torch.no_grad()
-    def rescore(group: list[Any]) -> list[list[float]]:
-        out = response_logprobs(model, [s.prompt_token_ids for s in group], [s.response_token_ids for s in group],
-                                cfg.rollout.temperature)
-        return [out.logprobs[i, : len(s.response_token_ids)].float().tolist() for i, s in enumerate(group)]
-
-    return rescore
+    return rollout.run(k, prompts, store_dir, pipeline, policy_path=_behaviour_path(cfg, run_dir, k),
+                       show_progress=show_progress)
 
 
 def _behaviour_path(cfg: MucodeConfig, run_dir: Path, k: int) -> Path:
     return run_dir / "policy" / f"stage-{k - 1:04d}" if k > 0 else Path(resolve_model_path(cfg.model.path))
-
-
-def _make_engine(cfg: MucodeConfig, k: int, model: torch.nn.Module, tokenizer: Any, run_dir: Path) -> Any:
-    """The stage's engine on β_k. The ``hf`` engine in a single process shares the trainer's
-    weights (they are frozen while it runs); otherwise the engine loads the handed-over policy."""
-    r = cfg.rollout
-    seed = r.seed + 7919 * k
-    if r.engine == "hf" and not isinstance(model, torch.nn.parallel.DistributedDataParallel) and not hasattr(model, "_fsdp_wrapped_module"):
-        from mucode.rollout.hf import HFEngine
-
-        return HFEngine(model, tokenizer, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
-                        max_new_tokens=r.max_response_tokens, seed=seed, batch_size=r.batch_size)
-    from mucode.rollout.factory import make_engine
-
-    return make_engine(r.engine, str(_behaviour_path(cfg, run_dir, k)), temperature=r.temperature, top_p=r.top_p,
-                       top_k=r.top_k, max_new_tokens=r.max_response_tokens, seed=seed, dtype=cfg.model.dtype,
-                       device=cfg.train.device, batch_size=r.batch_size, tensor_parallel_size=r.tensor_parallel_size,
-                       data_parallel_size=r.data_parallel_size, gpu_memory_utilization=r.gpu_memory_utilization)
 
 
 def _stage_record(k: int, store: StageStore, state: TrainerState, times: dict[str, float],

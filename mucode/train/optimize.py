@@ -10,6 +10,9 @@ gradient accumulation with the minibatch's explicit denominator, grad clipping, 
   the budget (tested).
 - Objectives that need a minibatch-wide pass (M2PO's masking) get it: a no-grad forward over the
   whole minibatch first, then ``objective.prepare`` and row slices per micro-batch.
+- Mixed precision (``model.dtype`` narrower than ``model.master_dtype``): forwards and backwards run
+  under ``torch.autocast`` unless FSDP's ``MixedPrecision`` already casts (``mucode.train.precision``);
+  gradients, master weights and AdamW state stay float32.
 - Under torchrun each rank takes groups ``rank::world``; gradients are summed across ranks (FSDP:
   loss × world before its averaging reduce-scatter; CPU: an explicit all-reduce), so the update
   equals the single-process one. Ranks pad to the same number of micro-batches (FSDP needs it).
@@ -30,6 +33,7 @@ from mucode.algo.metrics import reduce_metrics
 from mucode.config import AlgoConfig, MucodeConfig, OptimConfig
 from mucode.rollout.logprobs import response_logprobs
 from mucode.train.distributed import DistInfo, unwrap
+from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
 __all__ = ["Updater", "make_optimizer", "objective_params", "pack_micro_batches"]
@@ -114,10 +118,15 @@ class Updater:
         self.log_entropy = cfg.train.log_entropy
         self.pad_token_id = pad_token_id
         self.fsdp = hasattr(model, "_fsdp_wrapped_module") or type(model).__name__ == "FullyShardedDataParallel"
+        precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
+        # FSDP's MixedPrecision casts the parameters itself; elsewhere autocast gives the same split
+        self.precision = Precision() if self.fsdp else precision
 
     def _forward(self, samples: Sequence[StoredSample], with_entropy: bool) -> Any:
-        return response_logprobs(self.model, [s.prompt_tokens for s in samples], [s.response_tokens for s in samples],
-                                 self.temperature, pad_token_id=self.pad_token_id, with_entropy=with_entropy)
+        with self.precision.autocast(self.info.device):
+            return response_logprobs(self.model, [s.prompt_tokens for s in samples],
+                                     [s.response_tokens for s in samples], self.temperature,
+                                     pad_token_id=self.pad_token_id, with_entropy=with_entropy)
 
     def step(self, groups: list[StoredGroup]) -> dict[str, float]:
         info = self.info
@@ -205,7 +214,8 @@ class Updater:
     def _dummy_backward(self) -> None:
         first = next(self.model.parameters())
         zero = torch.zeros((1, 1), dtype=torch.long, device=first.device)
-        out = self.model(input_ids=zero, attention_mask=torch.ones_like(zero), use_cache=False)
+        with self.precision.autocast(self.info.device):
+            out = self.model(input_ids=zero, attention_mask=torch.ones_like(zero), use_cache=False)
         (out.logits.sum() * 0.0).backward()
 
     @torch.no_grad()

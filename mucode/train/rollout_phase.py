@@ -12,14 +12,19 @@ overlap generation); ``verifier/busy_s`` is the sum of the groups' verification 
 
 With ``rescore`` (``algo.recompute_behaviour_logprobs``) the stored behaviour log-probs are the
 trainer's own, computed with β_k's weights as each group arrives, instead of the engine's.
+
+An engine that fails with :class:`~mucode.rollout.types.EngineError` (its process died) is started
+again, up to ``max_engine_restarts`` times, and the stage continues with the prompts it had not yet
+generated; groups already handed to the verifier are kept. Other exceptions end the stage.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -27,11 +32,13 @@ from tqdm import tqdm
 
 from mucode.algo.advantages import group_advantages
 from mucode.data.types import TaskRecord
-from mucode.rollout.types import RolloutEngine, Sample
+from mucode.rollout.types import EngineError, RolloutEngine, Sample
 from mucode.train.store import StageWriter, StoredGroup, StoredSample
 from mucode.train.verify import GroupVerdicts, VerifyPipeline
 
 __all__ = ["RolloutStats", "generate_stage"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,8 +51,34 @@ class RolloutStats:
     resends: int = 0
     truncated: int = 0
     response_tokens: int = 0
+    engine_starts: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)
+    """Other per-stage figures (``memory/…``); merged across ranks by maximum."""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def merged(cls, parts: list[dict[str, object]]) -> RolloutStats:
+        """The stats of ranks that generated concurrently: counts add up, times and extras take the maximum
+        (the ranks ran side by side), ``verifier/busy_s`` adds up."""
+        out = cls()
+        for part in parts:
+            other = cls(**part)  # type: ignore[arg-type]
+            for name in ("groups", "responses", "reward_sum", "scored", "masked", "resends", "truncated",
+                         "response_tokens"):
+                setattr(out, name, getattr(out, name) + getattr(other, name))
+            out.engine_starts = max(out.engine_starts, other.engine_starts)
+            for key, n in other.statuses.items():
+                out.statuses[key] = out.statuses.get(key, 0) + n
+            for key, v in other.times.items():
+                add = key == "verifier/busy_s"
+                out.times[key] = out.times.get(key, 0.0) + v if add else max(out.times.get(key, 0.0), v)
+            for key, v in other.extra.items():
+                out.extra[key] = max(out.extra.get(key, v), v)
+        return out
 
     def as_metrics(self) -> dict[str, float]:
         out: dict[str, float] = {
@@ -60,6 +93,7 @@ class RolloutStats:
         }
         out.update({f"verifier/status/{k}": v for k, v in sorted(self.statuses.items())})
         out.update(self.times)
+        out.update(self.extra)
         return out
 
 
@@ -105,6 +139,7 @@ def generate_stage(
     adv_eps: float,
     rescore: Callable[[list[Sample]], list[list[float]]] | None = None,
     show_progress: bool = True,
+    max_engine_restarts: int = 2,
 ) -> RolloutStats:
     """Generate, verify and store the groups of ``prompts`` (slot, record, prompt ids) not yet stored."""
     stats = RolloutStats()
@@ -131,26 +166,41 @@ def generate_stage(
         bar.set_postfix(reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked, refresh=False)
 
     start = time.perf_counter()
-    engine = engine_factory()
-    stats.times["time/engine_start"] = time.perf_counter() - start
+    submitted: set[int] = set()
     resends_before, busy_before = pipeline.resends, pipeline.busy_s
-    try:
-        for group in engine.generate([(str(slot), ids) for slot, _, ids in todo], samples_per_prompt):
-            slot = int(group[0].prompt_id)
-            record = by_slot[slot]
-            if rescore is not None:  # algo.recompute_behaviour_logprobs: b from the trainer, not the engine
-                for sample, logprobs in zip(group, rescore(group), strict=True):
-                    sample.behaviour_logprobs = logprobs
-            items: list[dict[str, Any]] = [
-                record.verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}") for s in group
-            ]
-            pipeline.submit(slot, items, payload=group)
-            bar.update(1)
-            for verdicts in pipeline.done():
-                store(verdicts)
-    finally:
-        engine.close()  # release the engine: its memory (and, for vllm, its process) goes
-        del engine
+    while True:
+        remaining = [p for p in todo if p[0] not in submitted]
+        if not remaining and stats.engine_starts > 0:
+            break
+        begin = time.perf_counter()
+        engine = engine_factory()
+        stats.engine_starts += 1
+        stats.times["time/engine_start"] = stats.times.get("time/engine_start", 0.0) + time.perf_counter() - begin
+        try:
+            for group in engine.generate([(str(slot), ids) for slot, _, ids in remaining], samples_per_prompt):
+                slot = int(group[0].prompt_id)
+                record = by_slot[slot]
+                if rescore is not None:  # algo.recompute_behaviour_logprobs: b from the trainer, not the engine
+                    for sample, logprobs in zip(group, rescore(group), strict=True):
+                        sample.behaviour_logprobs = logprobs
+                items: list[dict[str, Any]] = [
+                    record.verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}")
+                    for s in group
+                ]
+                pipeline.submit(slot, items, payload=group)
+                submitted.add(slot)
+                bar.update(1)
+                for verdicts in pipeline.done():
+                    store(verdicts)
+            break
+        except EngineError as err:
+            if stats.engine_starts > max_engine_restarts:
+                raise
+            logger.warning("stage %d: the engine failed (%s); starting a new one for the %d prompts left",
+                           stage, err, len(todo) - len(submitted))
+        finally:
+            engine.close()  # release the engine: its memory (and, for vllm, its process) goes
+            del engine
     generated = time.perf_counter()
     stats.times["time/rollout"] = generated - start
     for verdicts in pipeline.drain():

@@ -1,0 +1,269 @@
+"""One stage's rollout as the loop asks for it: which engine holds β_k, where the trainer's state goes
+while it runs, which prompts this rank generates, and the stage store across ranks.
+
+- **Data-parallel generation.** Under torchrun every rank generates the stage's slots ``rank::world``
+  with its own engine and its own verifier pipeline, into its own store ``stage-K/rank-RR/`` (a
+  complete stage store of its own, with shards and a manifest). When every rank has finished, rank 0
+  writes ``stage-K/manifest.json`` listing every rank's shards (``rank-RR/shard-…``) and marks the
+  stage complete. An interrupted stage resumes per rank: a finished rank store is kept as it is, an
+  unfinished one keeps its shards and generates only its missing prompts. The number of ranks must
+  not change while a stage is unfinished.
+- **Engines.** The ``hf`` engine shares the trainer's weights when the model is not sharded (one
+  process, or ``gloo`` ranks, which all hold the full weights); otherwise each rank's engine loads
+  the handed-over policy (``hf`` on the rank's device; ``vllm``: one replica on the rank's GPU). With
+  ``train.weight_sync=memory`` and vLLM, one colocated engine per rank stays alive across stages,
+  sleeping while the trainer trains and taking new weights in memory
+  (``mucode.rollout.vllm_colocated``).
+- **The trainer steps aside** while the engine runs (``mucode.train.aside``): gradients dropped,
+  optimizer state (and parameters, unless the engine computes with them) parked in host memory and
+  restored bit-identical afterwards. The stage record says how many bytes the trainer still held
+  (``memory/trainer_bytes_in_rollout``, ``memory/optimizer_bytes_in_rollout``) and how many it parked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from mucode.config import MucodeConfig
+from mucode.data.types import TaskRecord
+from mucode.train.aside import held_bytes, step_aside
+from mucode.train.distributed import DistInfo, barrier, unwrap
+from mucode.train.precision import Precision
+from mucode.train.rollout_phase import RolloutStats, generate_stage
+from mucode.train.store import STORE_FORMAT, StageStore, StageWriter, StoreError
+
+__all__ = ["StageRollout", "engine_shares_weights", "merge_rank_stores", "rank_store", "resolve_weight_sync"]
+
+Prompt = tuple[int, TaskRecord, list[int]]
+
+
+def _is_sharded(model: nn.Module) -> bool:
+    return isinstance(model, nn.parallel.DistributedDataParallel) or hasattr(model, "_fsdp_wrapped_module") \
+        or type(model).__name__ == "FullyShardedDataParallel"
+
+
+def engine_shares_weights(cfg: MucodeConfig, model: nn.Module) -> bool:
+    """True when the stage's engine computes with the trainer's own parameters (``hf``, unsharded)."""
+    return cfg.rollout.engine == "hf" and not _is_sharded(model)
+
+
+def resolve_weight_sync(cfg: MucodeConfig, model: nn.Module) -> Literal["disk", "memory"]:
+    """``train.weight_sync`` made concrete for this run (see its docstring)."""
+    in_memory = engine_shares_weights(cfg, model) or (cfg.rollout.engine == "vllm" and not _is_sharded_tp(cfg))
+    requested = cfg.train.weight_sync
+    if requested == "memory" and not in_memory:
+        raise ValueError(
+            f"train.weight_sync=memory needs an engine that takes weights in memory (hf without FSDP, or vllm "
+            f"with tensor_parallel_size=1); this run has rollout.engine={cfg.rollout.engine} on a sharded model. "
+            f"Use train.weight_sync=disk"
+        )
+    if requested == "auto":
+        short = cfg.batch.updates_per_stage < cfg.train.checkpoint_every
+        return "memory" if in_memory and short else "disk"
+    return requested
+
+
+def _is_sharded_tp(cfg: MucodeConfig) -> bool:
+    return cfg.rollout.tensor_parallel_size > 1 or cfg.rollout.data_parallel_size > 1
+
+
+def rank_store(store_dir: Path, rank: int) -> Path:
+    return store_dir / f"rank-{rank:02d}"
+
+
+def _write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w") as f:
+        json.dump(obj, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def merge_rank_stores(store_dir: Path, *, stage: int, world_size: int, expected_groups: int) -> dict[str, Any]:
+    """Rank 0, once every rank's store is complete: the stage's manifest listing every rank's shards."""
+    shards: list[dict[str, Any]] = []
+    group_ids: list[int] = []
+    parts: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
+    starts: list[int] = []
+    for rank in range(world_size):
+        part = rank_store(store_dir, rank)
+        manifest = json.loads((part / "manifest.json").read_text())
+        if not manifest["complete"]:
+            raise StoreError(f"{part} is not complete; the ranks did not all finish stage {stage}")
+        shards += [{**s, "file": f"{part.name}/{s['file']}"} for s in manifest["shards"]]
+        group_ids += manifest["group_ids"]
+        parts.append(manifest["meta"].get("rollout_stats", RolloutStats().to_dict()))
+        starts.append(int(manifest["meta"].get("engine_starts", 1)))
+        meta = {**manifest["meta"], **meta}
+    if sorted(group_ids) != sorted(set(group_ids)) or len(group_ids) != expected_groups:
+        raise StoreError(f"{store_dir}: the ranks' stores hold {len(group_ids)} groups ({len(set(group_ids))} "
+                         f"distinct), {expected_groups} expected. Delete {store_dir} to regenerate the stage.")
+    stats = RolloutStats.merged(parts)
+    meta.pop("rank", None)
+    meta.update({"rollout": stats.as_metrics(), "rollout_stats": stats.to_dict(), "world_size": world_size,
+                 "engine_starts": max(starts)})
+    manifest = {"format": STORE_FORMAT, "stage": stage, "complete": True, "expected_groups": expected_groups,
+                "groups": len(group_ids), "rows": sum(s["rows"] for s in shards), "shards": shards,
+                "group_ids": group_ids, "meta": meta}
+    _write_json_atomic(store_dir / "manifest.json", manifest)
+    return manifest
+
+
+class StageRollout:
+    """Runs phase 1–2 of each stage for the loop; holds a long-lived engine when weights sync in memory."""
+
+    def __init__(self, cfg: MucodeConfig, info: DistInfo, model: nn.Module, optimizer: torch.optim.Optimizer,
+                 tokenizer: Any) -> None:
+        self.cfg, self.info, self.model, self.optimizer, self.tokenizer = cfg, info, model, optimizer, tokenizer
+        self.precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
+        self.shares_weights = engine_shares_weights(cfg, model)
+        self.weight_sync = resolve_weight_sync(cfg, model)
+        if cfg.algo.recompute_behaviour_logprobs and _is_sharded(model):
+            raise ValueError("algo.recompute_behaviour_logprobs needs the full model on every rank; under FSDP the "
+                             "ranks generate independently. Set algo.recompute_behaviour_logprobs=false")
+        if info.enabled and cfg.rollout.engine == "vllm" and _is_sharded_tp(cfg):
+            raise ValueError("under torchrun each rank runs one vLLM engine on its own GPU: set "
+                             "rollout.tensor_parallel_size=1 and rollout.data_parallel_size=1")
+        self._colocated: Any = None
+
+    def run(self, stage: int, prompts: list[Prompt], store_dir: Path, pipeline: Any, *, policy_path: Path,
+            show_progress: bool) -> dict[str, float]:
+        """Generate, verify and store this rank's share of ``prompts``; the stage's rollout metrics."""
+        info, world = self.info, self.info.world_size
+        mine = [p for p in prompts if p[0] % world == info.rank]
+        target = store_dir if world == 1 else rank_store(store_dir, info.rank)
+        if world > 1 and (store_dir / "manifest.json").exists() and not StageStore.is_complete(store_dir):
+            raise StoreError(f"{store_dir} was started by a single-process run; finish it with one process "
+                             f"(no torchrun) or delete {store_dir} to regenerate it")
+        if not StageStore.is_complete(target):
+            writer = self._writer(target, stage, len(mine), policy_path)
+            stats = self._generate(stage, mine, writer, pipeline, policy_path, show_progress)
+            restarts = max(0, stats.engine_starts - 1)  # the first start is counted when the store opens
+            writer.manifest["meta"]["engine_starts"] = int(writer.manifest["meta"].get("engine_starts", 1)) + restarts
+            writer.finish(extra_meta={"rollout": stats.as_metrics(), "rollout_stats": stats.to_dict()})
+        if world > 1:
+            barrier(info)
+            if info.is_main:
+                merge_rank_stores(store_dir, stage=stage, world_size=world, expected_groups=len(prompts))
+            barrier(info)
+        meta = json.loads((store_dir / "manifest.json").read_text())["meta"]
+        return dict(meta.get("rollout", {}))
+
+    def _writer(self, path: Path, stage: int, expected: int, policy_path: Path) -> StageWriter:
+        groups_per_shard = self.cfg.train.groups_per_shard
+        if (path / "manifest.json").exists():
+            writer = StageWriter.resume(path, groups_per_shard=groups_per_shard)
+            writer.manifest["meta"]["engine_starts"] = int(writer.manifest["meta"].get("engine_starts", 0)) + 1
+            print(f"stage {stage}: finishing an interrupted store {path.name} "
+                  f"({writer.groups_written}/{expected} groups kept)", flush=True)
+            return writer
+        return StageWriter.create(path, stage=stage, expected_groups=expected, groups_per_shard=groups_per_shard,
+                                  meta={"policy": str(policy_path), "engine_starts": 1,
+                                        "rank": self.info.rank, "world_size": self.info.world_size})
+
+    def _generate(self, stage: int, prompts: list[Prompt], writer: StageWriter, pipeline: Any, policy_path: Path,
+                  show_progress: bool) -> RolloutStats:
+        cfg, model = self.cfg, self.model
+        rescore = self._rescorer() if cfg.algo.recompute_behaviour_logprobs else None
+        keep_params = self.shares_weights or rescore is not None
+        if self.weight_sync == "memory" and cfg.rollout.engine == "vllm":
+            parked = step_aside(model, self.optimizer, params=False)
+            self._push_weights()
+            parked.entries += step_aside(model, self.optimizer, params=True).entries
+        else:
+            parked = step_aside(model, self.optimizer, params=not keep_params)
+        held = held_bytes(model, self.optimizer)
+        try:
+            stats = generate_stage(
+                stage=stage, engine_factory=lambda: self._engine(stage, policy_path), prompts=prompts,
+                samples_per_prompt=cfg.batch.samples_per_prompt, writer=writer, pipeline=pipeline,
+                adv_std=cfg.algo.adv_std, adv_eps=cfg.algo.adv_eps, rescore=rescore, show_progress=show_progress)
+        finally:
+            parked.restore()
+            model.train()
+        stats.extra.update({"memory/trainer_bytes_in_rollout": float(sum(held.values())),
+                            "memory/optimizer_bytes_in_rollout": float(held["optimizer"]),
+                            "memory/parked_bytes": float(parked.parked_bytes)})
+        return stats
+
+    def _engine(self, stage: int, policy_path: Path) -> Any:
+        r, info = self.cfg.rollout, self.info
+        seed = r.seed + 7919 * stage + 104_729 * info.rank
+        if self.shares_weights:
+            from mucode.rollout.hf import HFEngine
+
+            return HFEngine(unwrap(self.model), self.tokenizer, temperature=r.temperature, top_p=r.top_p,
+                            top_k=r.top_k, max_new_tokens=r.max_response_tokens, seed=seed, batch_size=r.batch_size,
+                            autocast_dtype=self.precision.compute if self.precision.mixed else None)
+        if self._colocated is not None:
+            return self._colocated.stage_view(seed)
+        from mucode.rollout.factory import make_engine
+
+        extra: dict[str, Any] = {}
+        if r.engine == "vllm" and info.enabled:
+            from mucode.rollout.vllm import visible_gpus
+
+            extra["devices"] = [visible_gpus()[info.local_rank]]
+        return make_engine(r.engine, str(policy_path), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+                           max_new_tokens=r.max_response_tokens, seed=seed, dtype=self.cfg.model.dtype,
+                           device=str(info.device), batch_size=r.batch_size,
+                           tensor_parallel_size=r.tensor_parallel_size, data_parallel_size=r.data_parallel_size,
+                           gpu_memory_utilization=r.gpu_memory_utilization, **extra)
+
+    def _push_weights(self) -> None:
+        """vLLM in memory mode: start the colocated engine once (from the base model), then give it the
+        trainer's current weights (β_k) in memory, every stage."""
+        from mucode.rollout.vllm_colocated import ColocatedVLLM
+        from mucode.train.distributed import iter_full_tensors
+        from mucode.train.policy import resolve_model_path
+
+        r = self.cfg.rollout
+        if self._colocated is None:
+            self._colocated = ColocatedVLLM(
+                resolve_model_path(self.cfg.model.path), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+                max_new_tokens=r.max_response_tokens, seed=r.seed + self.info.rank, dtype=self.cfg.model.dtype,
+                batch_size=r.batch_size, gpu_memory_utilization=r.gpu_memory_utilization)
+        self._colocated.load_weights(iter_full_tensors(self.model, self.precision.compute))
+
+    def _rescorer(self) -> Any:
+        from mucode.rollout.logprobs import response_logprobs
+
+        model, precision, device, temperature = self.model, self.precision, self.info.device, self.cfg.rollout.temperature
+
+        @torch.no_grad()
+        def rescore(group: list[Any]) -> list[list[float]]:
+            with precision.autocast(device):
+                out = response_logprobs(model, [s.prompt_token_ids for s in group],
+                                        [s.response_token_ids for s in group], temperature)
+            return [out.logprobs[i, : len(s.response_token_ids)].float().tolist() for i, s in enumerate(group)]
+
+        return rescore
+
+    def close(self) -> None:
+        if self._colocated is not None:
+            self._colocated.close()
+            self._colocated = None
+
+    def hand_over(self, stage: int, policy_dir: Path, global_update: int) -> bool:
+        """Phase 4, β_{k+1}. ``disk``: export ``policy_dir`` in the engine's dtype; ``memory``: nothing to do
+        (the engine shares or receives the weights), except after the last stage, which is always exported.
+        Returns whether the stage-end checkpoint is due (always with ``disk``; with ``memory`` only every
+        ``train.checkpoint_every`` updates and after the last stage)."""
+        from mucode.train.distributed import full_state_dict
+        from mucode.train.policy import save_policy
+
+        last = stage == self.cfg.batch.num_stages - 1
+        if self.weight_sync == "disk" or last:
+            weights = full_state_dict(self.model)
+            if self.info.is_main:
+                save_policy(unwrap(self.model), self.tokenizer, weights, policy_dir,
+                            dtype=self.precision.compute if self.precision.mixed else None)
+        return self.weight_sync == "disk" or last or global_update % self.cfg.train.checkpoint_every == 0

@@ -1,0 +1,109 @@
+"""Files in the upstream harnesses' formats: LiveCodeBench's generation output in, its eval files out;
+evalplus's sample folders in, its eval_results out."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from mucode.eval.judge import VerifierOptions
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SUM_OK = "n = int(input())\nfor _ in range(n):\n    a, b = map(int, input().split())\n    print(a + b)"
+TWO_SUM_OK = (
+    "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+    "        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+    "                return [seen[target - x], i]\n            seen[x] = i"
+)
+
+
+def cli(*args: str) -> Any:
+    from mucode.cli import get_app
+
+    result = CliRunner().invoke(get_app(), ["eval", *args])
+    assert result.exit_code == 0, result.stderr
+    return result
+
+
+def lcb_pass_k_utils() -> Any:
+    """LiveCodeBench's own pass@k code (loaded by file: its package __init__ changes process-wide limits)."""
+    import livecodebench
+
+    path = Path(livecodebench.__file__).parent / "evaluation" / "pass_k_utils.py"
+    spec = importlib.util.spec_from_file_location("lcb_pass_k_utils", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_livecodebench_generation_output_in_and_eval_files_out(
+    tmp_path: Path, code_verifier: VerifierOptions
+) -> None:
+    data = tmp_path / "lcb"
+    shutil.copytree(FIXTURES / "livecodebench", data)
+    generations = [
+        {"question_id": "abc900_a", "code_list": [SUM_OK, "print(0)"], "output_list": ["...", "..."]},
+        {"question_id": "9001", "code_list": [TWO_SUM_OK, ""]},
+    ]
+    samples = tmp_path / "Scenario.codegeneration_2_0.2.json"
+    samples.write_text(json.dumps(generations))
+    out, upstream = tmp_path / "report.json", tmp_path / "upstream"
+    cli("livecodebench", "--samples", str(samples), "--release", "v1", "--data-dir", str(data), "--output", str(out),
+        "--upstream-dir", str(upstream), "--no-cache", "--verifier-url", code_verifier.urls[0])  # fmt: skip
+    report = json.loads(out.read_text())
+    assert report["livecodebench"]["pass@1"] == pytest.approx(0.5)
+    assert report["meta"]["samples_file"] == str(samples) and report["meta"]["data"]["livecodebench"][
+        "files"
+    ] == ["test.jsonl"]
+    eval_all = json.loads((upstream / "livecodebench_eval_all.json").read_text())
+    assert [p["question_id"] for p in eval_all] == ["9001", "abc900_a"]  # sorted, as LiveCodeBench sorts
+    assert eval_all[1]["code_list"] == [SUM_OK, "print(0)"] and eval_all[1]["graded_list"] == [True, False]
+    assert eval_all[0]["graded_list"] == [True, False] and eval_all[0]["pass@1"] == 0.5
+    assert {"question_title", "contest_date", "difficulty", "platform", "metadata"} <= set(eval_all[0])
+    metrics, results, _ = json.loads((upstream / "livecodebench_eval.json").read_text())
+    theirs = lcb_pass_k_utils().compute_metrics_from_results(results, k_list=[1, 2])
+    assert metrics["pass@1"] == pytest.approx(theirs["pass@1"]) == pytest.approx(0.5)
+    assert metrics["detail"]["pass@1"] == pytest.approx({"0": 0.5, "1": 0.5})
+
+
+def test_evalplus_sample_folder_in_and_eval_results_out(
+    tmp_path: Path, code_verifier: VerifierOptions
+) -> None:
+    from mucode.eval.evalplus_bench import evalplus_hash
+
+    humaneval = FIXTURES / "evalplus" / "HumanEvalPlus.jsonl"
+    folder = tmp_path / "samples"
+    solutions = {
+        "HumanEval_900": [
+            "def average(xs):\n    return sum(xs) / len(xs)\n",
+            "def average(xs):\n    return 0.0\n",
+        ],
+        "HumanEval_901": ["def sum_positive(xs):\n    return sum(xs)\n"],
+    }
+    for task, codes in solutions.items():
+        (folder / task).mkdir(parents=True)
+        for i, code in enumerate(codes):
+            (folder / task / f"{i}.py").write_text(code)
+    upstream = tmp_path / "upstream"
+    cli("evalplus", "--datasets", "humaneval", "--samples", str(folder), "--humaneval-file", str(humaneval),
+        "--upstream-dir", str(upstream), "--no-cache", "--allow-partial", "--verifier-url", code_verifier.urls[0])  # fmt: skip
+    results = json.loads((upstream / "humaneval_eval_results.json").read_text())
+    assert set(results) == {"date", "hash", "eval"}
+    assert results["hash"] == evalplus_hash("humaneval", override_path=humaneval)
+    rows = results["eval"]
+    assert [(r["base_status"], r["plus_status"]) for r in rows["HumanEval/900"]] == [
+        ("pass", "pass"),
+        ("fail", "fail"),
+    ]
+    assert [(r["base_status"], r["plus_status"]) for r in rows["HumanEval/901"]] == [("pass", "fail")]
+    assert rows["HumanEval/900"][0]["solution"] == solutions["HumanEval_900"][0]
+    assert set(rows["HumanEval/901"][0]) == {
+        "task_id", "solution", "base_status", "plus_status", "base_fail_tests", "plus_fail_tests"
+    }  # fmt: skip

@@ -1,0 +1,100 @@
+"""Data-parallel generation under torchrun (two gloo ranks, hf engine): every rank generates its share
+into its own store, rank 0 completes the stage's manifest; a SIGKILL of every rank mid-stage resumes
+per rank without regenerating finished shards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from train_helpers import run_overrides, write_tasks
+
+from mucode.train.store import StageStore
+
+G = 4
+SETTINGS = dict(batch__updates_per_stage=4, batch__prompts_per_update=2, batch__num_stages=2,
+                batch__samples_per_prompt=G, rollout__batch_size=G, rollout__max_response_tokens=16,
+                train__groups_per_shard=1)
+
+
+def _torchrun(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+            "-m", "mucode.cli", "train", "--no-plot", *args]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (torchrun's workers start sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _check_store(store_dir: Path, prompts: int) -> None:
+    store = StageStore.open(store_dir)
+    groups = list(store.iter_groups())
+    assert sorted(g.group_id for g in groups) == list(range(prompts))  # every prompt exactly once
+    assert all(len(g.samples) == G and sorted(s.sample_index for s in g.samples) == list(range(G)) for g in groups)
+    files = [s["file"] for s in store.manifest["shards"]]
+    assert {f.split("/")[0] for f in files} == {"rank-00", "rank-01"}  # both ranks generated
+    for rank in (0, 1):
+        part = StageStore.open(store_dir / f"rank-{rank:02d}")
+        assert {g.group_id % 2 for g in part.iter_groups()} == {rank}
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_generate_data_parallel_and_resume_after_sigkill(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
+    data = write_tasks(tmp_path / "tasks.jsonl", "parity")
+    run_dir = tmp_path / "dp"
+    args = run_overrides(small_policy, data, run_dir, **SETTINGS, train__device="cpu")
+    log = tmp_path / "killed.log"
+    stage1 = run_dir / "stages" / "stage-0001"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(_torchrun(args), stdout=sink, stderr=subprocess.STDOUT, env=_env())
+        deadline = time.monotonic() + 400
+        while not list(stage1.glob("rank-*/shard-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, f"the run ended before it could be killed: {log.read_text()[-3000:]}"
+        for pid in [*_descendants(proc.pid), proc.pid]:  # every rank, its verifier, and the launcher
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=30)
+    assert StageStore.is_complete(run_dir / "stages" / "stage-0000")
+    assert not StageStore.is_complete(stage1)
+    _check_store(run_dir / "stages" / "stage-0000", 8)
+    kept = {p: p.stat().st_mtime_ns for p in stage1.glob("rank-*/shard-*.parquet")}
+    kept.update({p: p.stat().st_mtime_ns for p in (run_dir / "stages" / "stage-0000").rglob("*.parquet")})
+    assert kept
+
+    done = subprocess.run(_torchrun([*args, "--resume"]), capture_output=True, text=True, env=_env(), timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    for path, mtime in kept.items():  # finished shards were kept, not regenerated
+        assert path.exists() and path.stat().st_mtime_ns == mtime, path
+    _check_store(stage1, 8)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["totals"]["updates"] == 8
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' not in x]
+    assert [r["update"] for r in rows] == list(range(1, 9))
