@@ -4,6 +4,7 @@ per rank without regenerating finished shards."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -77,10 +78,8 @@ def test_two_gloo_ranks_generate_data_parallel_and_resume_after_sigkill(
             time.sleep(0.01)
         assert proc.poll() is None, f"the run ended before it could be killed: {log.read_text()[-3000:]}"
         for pid in [*_descendants(proc.pid), proc.pid]:  # every rank, its verifier, and the launcher
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         proc.wait(timeout=30)
     assert StageStore.is_complete(run_dir / "stages" / "stage-0000")
     assert not StageStore.is_complete(stage1)
