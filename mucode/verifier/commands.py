@@ -59,6 +59,7 @@ def verify(
     from mucode.rewards.types import Item
     from mucode.verifier.core import Verifier
     from mucode.verifier.settings import VerifierSettings
+    from mucode.verifier.text import text_problems
 
     text = sys.stdin.read() if str(input) == "-" else _read(input)
     items: list[Item] = []
@@ -70,6 +71,9 @@ def verify(
             if not isinstance(raw, dict):
                 raise ValueError("each line must be a JSON object")
             raw.setdefault("program", program)
+            bad_text = text_problems(raw, limit=1)
+            if bad_text:
+                raise ValueError(bad_text[0])
             items.append(Item.model_validate(raw))
         except (ValueError, ValidationError) as err:
             typer.secho(f"{input}:{lineno}: not a valid item: {err}", fg=typer.colors.RED, err=True)

@@ -40,6 +40,12 @@ def test_verify_rejects_bad_items_with_line_numbers(tmp_path: Path) -> None:
     result = CliRunner().invoke(get_app(), ["verify", "--program", "chess", "--input", str(items)])
     assert result.exit_code == 2 and "unknown reward program 'chess'" in result.output
 
+    items.write_text(json.dumps({"id": "ok", "response": "x", "spec": {"answer": 1}}) + "\n"
+                     + json.dumps({"id": "a\ud800", "response": "x", "spec": {"answer": 1}}) + "\n")
+    result = CliRunner().invoke(get_app(), ["verify", "--program", "math", "--input", str(items)])
+    assert result.exit_code == 2
+    assert "items.jsonl:2: not a valid item: id: contains a lone surrogate" in result.output
+
 
 def test_verify_reads_stdin_and_writes_stdout() -> None:
     line = json.dumps({"id": "x", "response": "Answer: 42", "spec": {"answer": "42"}})
