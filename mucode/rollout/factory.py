@@ -11,7 +11,7 @@ from mucode.rollout.types import RolloutEngine
 
 logger = logging.getLogger(__name__)
 
-EngineName = Literal["hf", "vllm"]
+EngineName = Literal["hf", "vllm", "dummy"]
 EngineBuilder = Callable[..., RolloutEngine]
 ENGINES: dict[str, EngineBuilder] = {}
 
@@ -57,6 +57,18 @@ def _build_vllm(model_path: str, *, device: str, **options: Any) -> RolloutEngin
             "the vllm engine chooses its GPUs itself (CUDA_VISIBLE_DEVICES); device=%r ignored", device
         )
     return VLLMEngine(model_path, **options)
+
+
+@register_engine("dummy")
+def _build_dummy(model_path: str, *, top_p: float, top_k: int, dtype: str, device: str, tensor_parallel_size: int,
+                 data_parallel_size: int, gpu_memory_utilization: float, **options: Any) -> RolloutEngine:
+    """No model: random tokens from a fixed distribution (``mucode.rollout.dummy``); only the tokenizer is read."""
+    from transformers import AutoTokenizer
+
+    from mucode.rollout.dummy import DummyEngine
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model_path))
+    return DummyEngine(tokenizer, top_p=top_p, top_k=top_k, **options)
 
 
 def make_engine(

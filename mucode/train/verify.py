@@ -62,10 +62,11 @@ class VerifyPipeline:
     """Runs verification of submitted groups on a private event loop in a background thread."""
 
     def __init__(self, urls: list[str], *, token: str | None = None, timeout_s: float = 300.0,
-                 client_retries: int = 3, retries: int = 2, max_concurrency: int = 8) -> None:
+                 client_retries: int = 3, retries: int = 2, max_concurrency: int = 8, max_pending: int = 256) -> None:
         from mucode.verifier.client import VerifierClient
 
         self.retries = retries
+        self.max_pending = max_pending
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mucode-verify", daemon=True)
         self._thread.start()
@@ -77,7 +78,11 @@ class VerifyPipeline:
         self.resends = 0
 
     def submit(self, key: Any, items: list[dict[str, Any]], payload: Any = None) -> None:
-        """Queue one group's verifier items (dicts) and return at once."""
+        """Queue one group's verifier items (dicts) and return at once, unless ``max_pending`` groups are
+        already held (submitted, not yet collected): then wait for the oldest, so a generator faster than
+        the verifier holds a bounded number of groups in memory, whatever the stage size."""
+        if self.max_pending and len(self._futures) >= self.max_pending:
+            self._futures[0].exception()  # blocks until the oldest is verified; done() then collects it
         future = asyncio.run_coroutine_threadsafe(self._verify(key, items, payload), self._loop)
         self._futures.append(future)
 
