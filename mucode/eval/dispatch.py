@@ -16,6 +16,7 @@ from typing import Any
 
 from mucode.eval.core import EngineSource
 from mucode.eval.judge import VerifierOptions
+from mucode.eval.protocols import Protocol, get_protocol, protocol_names
 
 __all__ = ["BENCHMARK_KINDS", "evaluate_benchmarks"]
 
@@ -23,21 +24,45 @@ Progress = Callable[[str], None]
 
 
 def _math(
-    names: list[str], source: EngineSource, data_dir: Path | None, n: int | None, **kw: Any
+    names: list[str],
+    source: EngineSource,
+    data_dir: Path | None,
+    n: int | None,
+    protocol: Protocol | None,
+    **kw: Any,
 ) -> dict[str, Any]:
     from mucode.eval.math_bench import evaluate_math
 
+    if protocol is not None:
+        kw["template"] = protocol.prompt
+        if n is None:
+            return evaluate_math(
+                source,
+                names,
+                data_dir=data_dir,
+                samples_per_problem={b: protocol.samples_for(b) for b in names},
+                **kw,
+            )
     return evaluate_math(source, names, data_dir=data_dir, samples_per_problem=n, **kw)
 
 
 def _lcb(
-    names: list[str], source: EngineSource, data_dir: Path | None, n: int | None, **kw: Any
+    names: list[str],
+    source: EngineSource,
+    data_dir: Path | None,
+    n: int | None,
+    protocol: Protocol | None,
+    **kw: Any,
 ) -> dict[str, Any]:
     from mucode.eval.livecodebench import evaluate_livecodebench
 
     report: dict[str, Any] = {}
+    if protocol is not None:
+        kw["prompt_style"] = protocol.prompt
+        n = n or protocol.samples_for("livecodebench")
     for name in names:
-        release = name.removeprefix("livecodebench").removeprefix("_") or "release_latest"
+        default = protocol.release if protocol is not None and protocol.release else "release_latest"
+        release = name.removeprefix("livecodebench").removeprefix("_") or default
         local = None
         if data_dir is not None:
             local = next(
@@ -51,10 +76,18 @@ def _lcb(
 
 
 def _evalplus(
-    names: list[str], source: EngineSource, data_dir: Path | None, n: int | None, **kw: Any
+    names: list[str],
+    source: EngineSource,
+    data_dir: Path | None,
+    n: int | None,
+    protocol: Protocol | None,
+    **kw: Any,
 ) -> dict[str, Any]:
     from mucode.eval.evalplus_bench import evaluate_evalplus
 
+    if protocol is not None:
+        kw["prompt_style"] = protocol.prompt
+        n = n or protocol.samples_for("humaneval")
     files = {"humaneval": "HumanEvalPlus.jsonl", "mbpp": "MbppPlus.jsonl"}
     overrides = {
         d: data_dir / f for d, f in files.items() if data_dir is not None and (data_dir / f).is_file()
@@ -95,8 +128,15 @@ def evaluate_benchmarks(
     fingerprint: dict[str, Any] | None = None,
     progress: Progress | None = None,
     limit: int | None = None,
+    protocol: str | None = None,
 ) -> dict[str, Any]:
     """One report over benchmarks of every kind, sampled with `engine`.
+
+    `protocol` (a name in `mucode.eval.protocols`): each kind uses that protocol's prompt, samples per
+    problem (unless `samples_per_problem` is given), stop strings and LiveCodeBench release, or its
+    own default protocol where it has none of that name. Sampling is the engine's: build it with
+    `get_protocol(kind, protocol).sampling` (temperature, top_p, max_new_tokens) to follow the
+    protocol. None: the evaluators' Python defaults (the instruction-suffix math prompt, …).
 
     `samples_per_problem` None: each benchmark's default. `run_dir` caches samples for resuming:
     give each policy (checkpoint) its own directory, since cached samples are reused whenever the
@@ -107,16 +147,22 @@ def evaluate_benchmarks(
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault(_kind(name), []).append(name)
-    source = EngineSource(engine, tokenizer, fingerprint or {})
     root = Path(data_dir) if data_dir is not None else None
     report: dict[str, Any] = {}
     for kind, members in groups.items():
+        chosen = None
+        if protocol is not None:
+            chosen = get_protocol(kind, protocol if protocol in protocol_names(kind) else None)
+        stop = chosen.sampling.stop if chosen is not None else ()
+        tag = {"protocol": protocol} if protocol is not None else {}
+        source = EngineSource(engine, tokenizer, {**(fingerprint or {}), **tag}, stop=stop)
         report.update(
             BENCHMARK_KINDS[kind](
                 members,
                 source,
                 root,
                 samples_per_problem,
+                chosen,
                 verifier=verifier,
                 run_dir=run_dir,
                 progress=progress,
