@@ -34,6 +34,11 @@ from mucode.rollout.vllm import VLLMSettings, group_from_output, llm_kwargs, sam
 __all__ = ["ColocatedVLLM", "colocated_llm_kwargs"]
 
 
+# what torchrun would set, for a run without it (one process, one GPU)
+_SINGLE_PROCESS_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": "29513"}
+
+
 def colocated_llm_kwargs(settings: VLLMSettings, rank: int) -> dict[str, Any]:
     """Keyword arguments of ``vllm.LLM`` for the colocated engine of ``rank``."""
     kwargs = llm_kwargs(settings, rank)
@@ -89,6 +94,8 @@ class ColocatedVLLM:
                                      engine_kwargs=dict(engine_kwargs or {}))
         self.batch_size = batch_size
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core stays in this process
+        for name, value in _SINGLE_PROCESS_ENV.items():  # external_launcher reads torchrun's variables
+            os.environ.setdefault(name, value)
         rngs = _capture_rngs()
         try:
             self.llm = vllm.LLM(**colocated_llm_kwargs(self.settings, 0))
