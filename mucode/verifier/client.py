@@ -173,12 +173,16 @@ class VerifierClient:
             wait = self._backoff(attempt)
             try:
                 response = await self._send(url, prepared, batch)
-            except (httpx.TransportError, TimeoutError) as exc:  # connect, read, timeouts, protocol
-                last_error = f"{type(exc).__name__} from {url}: {str(exc) or f'no answer within timeout_s={self.timeout_s}'}"
+            except TimeoutError:  # the outer limit of the whole send
+                last_error = f"no answer within timeout_s={self.timeout_s} from {url}"
+            except httpx.TransportError as exc:  # connect, read, write, protocol
+                last_error = f"{type(exc).__name__} from {url}: {exc}"
             else:
                 if response.status_code == 200:
-                    results = response.json()["results"]
-                    if len(results) != n:
+                    results = _results(response)
+                    if results is None:
+                        last_error = f"{url} answered 200 without a valid results list: {response.text[:200]!r}"
+                    elif len(results) != n:
                         last_error = f"{url} returned {len(results)} results for {n} items"
                     else:
                         return results, True
@@ -227,6 +231,17 @@ class VerifierClient:
 
 def _infra_result(item: dict[str, Any], error: str) -> dict[str, Any]:
     return {"id": item.get("id"), "reward": 0.0, "status": "verifier_error", "details": {"error": error}}
+
+
+def _results(response: httpx.Response) -> list[dict[str, Any]] | None:
+    """The results of a 200 answer, or None when the body is not what the service sends (a proxy's page)."""
+    try:
+        results = response.json()["results"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(results, list) or not all(isinstance(r, dict) and "status" in r for r in results):
+        return None
+    return results
 
 
 def _retry_after(response: httpx.Response) -> float:

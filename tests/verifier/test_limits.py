@@ -146,6 +146,34 @@ def test_every_client_send_has_an_outer_limit() -> None:
     assert "no answer within timeout_s=1.5" in result["details"]["error"]
 
 
+def test_a_200_that_is_not_the_services_answer_is_an_infrastructure_error() -> None:
+    """E.g. a proxy's HTML page: retried, then verifier_error, never a crash or a reward."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    page = b"<html>upstream is sleeping</html>"
+
+    def answer() -> None:
+        for _ in range(2):
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nconnection: close\r\n"
+                             b"content-length: %d\r\n\r\n%s" % (len(page), page))
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    client = VerifierClient(f"http://127.0.0.1:{server.getsockname()[1]}", max_retries=1, backoff_s=0.01)
+    try:
+        (result,) = client.verify_sync([{"id": "x", "program": "math", "response": "1", "spec": {"answer": 1}}])
+    finally:
+        client.close()
+        server.close()
+    assert result["status"] == "verifier_error"
+    assert "after 2 attempts" in result["details"]["error"]
+    assert "without a valid results list" in result["details"]["error"]
+
+
 SURROGATE_ITEMS = [
     ({"id": "a\ud800", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}, "items[0].id", "lone surrogate"),
     ({"program": "math", "response": "\\boxed{1}\udc00", "spec": {"answer": 1}}, "items[0].response", "lone surrogate"),
