@@ -11,8 +11,11 @@
   content hash, ``mucode.verifier.wire``) and cuts batches by bytes as well as by count, below
   ``max_request_bytes`` (default: ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default).
   An item too large for any request raises ``RequestTooLargeError`` before anything is sent.
-- Every send has an outer time limit (``timeout_s``); bodies are streamed from the encoded items
-  and test sets (no whole-body copies), so peak memory is about one copy of the distinct test sets.
+- Every send has an outer time limit (``timeout_s``), which the client tells the service
+  (``X-Mucode-Timeout-S``) so that the service answers first, with ``verifier_error`` for the items it
+  could not finish, instead of working on for a client that has already re-sent them. Bodies are streamed from the encoded items
+  and test sets (no whole-body copies): the client holds one encoded copy of each distinct test set,
+  plus one transient copy while it hashes one.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from mucode.verifier.batching import (
     cut,
     prepare,
 )
-from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES
+from mucode.verifier.wire import CLIENT_TIMEOUT_HEADER, DEFAULT_MAX_REQUEST_BYTES
 
 __all__ = ["RequestTooLargeError", "VerifierClient", "VerifierRequestError"]
 
@@ -157,7 +160,8 @@ class VerifierClient:
         await asyncio.gather(*(one(b) for b in batches))
 
     async def _send(self, url: str, prepared: Prepared, batch: Batch) -> httpx.Response:
-        headers = {"Content-Type": "application/json", "Content-Length": str(body_length(prepared, batch))}
+        headers = {"Content-Type": "application/json", "Content-Length": str(body_length(prepared, batch)),
+                   CLIENT_TIMEOUT_HEADER: f"{self.timeout_s:g}"}
         return await asyncio.wait_for(
             self._client().post(url, content=body(prepared, batch), headers=headers), self.timeout_s)
 

@@ -24,8 +24,10 @@ import json
 from typing import Any
 
 __all__ = [
+    "CLIENT_TIMEOUT_HEADER",
     "DEFAULT_MAX_REQUEST_BYTES",
     "REF_KEY",
+    "answer_within",
     "canonical_json",
     "is_ref",
     "resolve_test_sets",
@@ -35,8 +37,20 @@ __all__ = [
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 """The service's default request cap (``MUCODE_MAX_REQUEST_BYTES``) and the client's default batch cap."""
 
+CLIENT_TIMEOUT_HEADER = "X-Mucode-Timeout-S"
+"""Seconds the client will wait for this answer; the service answers before (``answer_within``)."""
+
 REF_KEY = "ref"
 """``spec.tests = {"ref": key}`` points at ``test_sets[key]`` of the same request."""
+
+
+def answer_within(request_timeout_s: float, client_timeout_s: float | None) -> float:
+    """The outer limit of one request: the service's own, shortened so that the answer (with
+    ``verifier_error`` for what is unfinished) reaches a client that waits ``client_timeout_s`` before it
+    gives up and re-sends the same work."""
+    if client_timeout_s is None or client_timeout_s <= 0:
+        return request_timeout_s
+    return min(request_timeout_s, max(1.0, 0.9 * client_timeout_s - 1.0))
 
 
 def canonical_json(obj: Any) -> bytes:

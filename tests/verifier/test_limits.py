@@ -115,6 +115,20 @@ def test_run_code_past_its_outer_limit_is_504_with_retry_after(hasty_url: str) -
     assert "MUCODE_REQUEST_TIMEOUT_S" in r.json()["error"]
 
 
+def test_the_service_answers_before_the_client_gives_up() -> None:
+    """The client says how long it waits; the service (900 s limit) answers first, with verifier_error
+    for the unfinished item, instead of working on for a client that has already re-sent it."""
+    with local_verifier("local", programs=["code"], run_code=False,
+                        backend_options={"slots": 1, "uid_base": 63400}) as url:
+        client = VerifierClient(url, timeout_s=10, max_retries=0)
+        try:
+            (result,) = client.verify_sync([_code("spin", SPIN)])
+        finally:
+            client.close()
+    assert result["status"] == "verifier_error"
+    assert "not scored within the request limit of 8.0 s" in result["details"]["error"], result
+
+
 def test_every_client_send_has_an_outer_limit() -> None:
     """A server that answers one byte at a time never trips a read timeout: the outer limit ends it."""
     server = socket.socket()

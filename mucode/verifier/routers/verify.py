@@ -2,21 +2,22 @@
 
 Order of checks, all before any work: item count (413), text that is not valid Unicode (422), shared
 test-set refs (422), item programs and specs (422), room in the queue (429 with ``Retry-After``). The
-request then runs under ``request_timeout_s`` (queueing included).
+request then runs under ``request_timeout_s`` (queueing included), shortened to answer before the
+client gives up when it says how long it waits (header ``X-Mucode-Timeout-S``, sent by ``VerifierClient``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, Header, HTTPException, status
 
 from mucode.verifier.core import QueueFullError, Verifier
 from mucode.verifier.deps import Authorized, VerifierDep
 from mucode.verifier.schemas import ErrorResponse, VerifyRequest, VerifyResponse
 from mucode.verifier.text import text_problems
-from mucode.verifier.wire import resolve_test_sets
+from mucode.verifier.wire import answer_within, resolve_test_sets
 
 router = APIRouter(tags=["verify"])
 
@@ -49,7 +50,13 @@ def _check(request: VerifyRequest, verifier: Verifier) -> HTTPException | None:
 
 
 @router.post("/v1/verify", response_model=VerifyResponse, dependencies=[Authorized], responses=_ERRORS)
-async def verify(request: VerifyRequest, verifier: VerifierDep) -> VerifyResponse:
+async def verify(
+    request: VerifyRequest,
+    verifier: VerifierDep,
+    x_mucode_timeout_s: Annotated[float | None, Header(
+        description="Seconds the client will wait (VerifierClient sends its timeout_s): the outer limit "
+                    "is shortened so the answer arrives first.")] = None,
+) -> VerifyResponse:
     """Scores a batch. Items of different programs may be mixed; they are scored concurrently.
 
     Infrastructure failures come back per item as ``verifier_error``/``sandbox_error`` (no reward
@@ -73,7 +80,8 @@ async def verify(request: VerifyRequest, verifier: VerifierDep) -> VerifyRespons
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(exc),
                             headers={"Retry-After": str(exc.retry_after_s)}) from None
     try:
-        results = await verifier.verify(request.items, timeout_s=settings.request_timeout_s)
+        limit = answer_within(settings.request_timeout_s, x_mucode_timeout_s)
+        results = await verifier.verify(request.items, timeout_s=limit)
     finally:
         verifier.release(n)
     return VerifyResponse(results=results)
