@@ -22,7 +22,7 @@ cannot signal or ptrace each other. Limits: see runner.py. Standard library only
 from __future__ import annotations
 
 import argparse
-import mmap
+import functools
 import os
 import select
 import signal
@@ -36,20 +36,15 @@ import contextlib
 import dataclasses
 import gc
 
+import cleanup  # noqa: E402
+import pyrun  # noqa: E402
+import seccomp  # noqa: E402
 from languages import LANGUAGES  # noqa: E402
 from protocol import ProtocolError, recv_frame, send_frame  # noqa: E402
-from runner import (  # noqa: E402
-    PR_SET_CHILD_SUBREAPER,
-    PR_SET_PDEATHSIG,
-    Limits,
-    Slot,
-    kill_slot,
-    prctl,
-    reap_children,
-    run_test,
-)
+from runner import Limits, Slot, run_test  # noqa: E402
+from slots import Board, slot_manager  # noqa: E402
 
-VERSION = "1"
+VERSION = "2"
 MODES = ("stdio", "call", "assert")
 
 
@@ -64,7 +59,7 @@ def _limits(req: dict, args: argparse.Namespace) -> Limits:
                   nproc=args.nproc, nofile=args.nofile, fsize_bytes=args.fsize_mb << 20)
 
 
-def handle_job(conn: socket.socket, slot: Slot, args: argparse.Namespace) -> None:
+def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Namespace) -> None:
     conn.settimeout(args.idle_timeout_s)
     req = recv_frame(conn)
     if req is None:
@@ -99,78 +94,27 @@ def handle_job(conn: socket.socket, slot: Slot, args: argparse.Namespace) -> Non
     if lang.compile:  # once per job, as the slot uid, under the same limits (CPU: compile_time_limit_s)
         clim = dataclasses.replace(lim, time_limit_s=args.compile_time_limit_s,
                                    wall_limit_s=args.compile_time_limit_s * args.wall_factor + 0.5)
+        board.deadline(slot.index, clim.wall_limit_s + args.deadline_slack_s)
         built = run_test({**job, "mode": "compile", "phase": "compile"}, lang, slot, clim, "", 0, build_dir)
         if built["status"] != "ok":
             if built["status"] != "sandbox_error":
                 built["status"] = "compile_error"
             send_frame(conn, {"ev": "test", "index": 0, **built})
             if len(inputs) > 1:  # the client answers every test frame but the last it expects
+                board.deadline(slot.index, args.idle_timeout_s + args.deadline_slack_s)
                 recv_frame(conn)
             send_frame(conn, {"ev": "done"})
             return
     for index, test_input in enumerate(inputs):
+        board.deadline(slot.index, lim.wall_limit_s + args.deadline_slack_s)
         outcome = run_test(job, lang, slot, lim, test_input, index, build_dir)
+        board.deadline(slot.index, args.idle_timeout_s + args.deadline_slack_s)
         send_frame(conn, {"ev": "test", "index": index, **outcome})
         if index + 1 < len(inputs):
             ctrl = recv_frame(conn)
             if ctrl is None or ctrl.get("op") != "next":
                 return
     send_frame(conn, {"ev": "done"})
-
-
-def slot_manager(slot: Slot, listener: socket.socket, busy: mmap.mmap, args: argparse.Namespace) -> None:
-    """Fork a handler, let it accept and run one job, wait, clean the slot; forever. The manager
-    never reads job data, so every handler starts from a process that never held any."""
-    prctl(PR_SET_CHILD_SUBREAPER, 1)
-    for procs in slot.cgroup_procs:  # the slot's own CPU weight, memory and pids limits: everything
-        with open(procs, "w") as f:  # this manager forks (handlers, tests, helpers) inherits them
-            f.write(str(os.getpid()))
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    busy[2 * slot.index] = 1
-    kill_slot(slot, wipe=(slot.root,))
-    busy[2 * slot.index] = 0
-    while True:
-        # The handler is forked *before* its job arrives (the fork is off the request path); it
-        # accepts one connection, runs that job and exits.
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the manager
-                conn, _ = listener.accept()
-                busy[2 * slot.index] = 1
-                busy[2 * slot.index + 1] = (busy[2 * slot.index + 1] + 1) % 256
-                listener.close()
-                handle_job(conn, slot, args)
-            except (ProtocolError, OSError, ValueError):
-                code = 2
-            except BaseException:
-                code = 3
-            finally:
-                os._exit(code)
-        os.waitpid(pid, 0)
-        reap_children(0.0)
-        # Anything of the slot uid still alive (a daemon that closed its pipes)? Kill it all. When
-        # nothing is left, skip the helper fork: the next job's first test child empties the
-        # scratch dir before its program runs, and health pings re-check idle slots.
-        if _slot_pids({slot.uid}):
-            kill_slot(slot, wipe=(slot.root,))
-            reap_children()
-        busy[2 * slot.index] = 0
-
-
-def _slot_pids(uids: set[int]) -> list[tuple[int, int]]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                uid = os.stat(f"/proc/{name}").st_uid
-            except OSError:
-                continue
-            if uid in uids:
-                found.append((int(name), uid))
-    return found
 
 
 SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")
@@ -208,6 +152,9 @@ def _slot(i: int, args: argparse.Namespace) -> Slot:
 
 
 def serve(args: argparse.Namespace) -> None:
+    pyrun.prepare()
+    if seccomp.supported():
+        seccomp.program()  # built once, before any fork
     writable_shared = close_shared_dirs()
     slots = [_slot(i, args) for i in range(args.slots)]
     for slot in slots:
@@ -230,15 +177,18 @@ def serve(args: argparse.Namespace) -> None:
         s.listen(128)
         listeners.append(s)
     jobs, ctl = listeners
-    busy = mmap.mmap(-1, 2 * max(1, args.slots))  # per slot: busy flag, job counter mod 256
+    board = Board(args.slots)
     managers: dict[int, int] = {}
+    broken: set[int] = set()
+    counts = {"manager_restarts": 0, "stuck_killed": 0}
+    job = functools.partial(handle_job, args=args)
 
     def spawn(slot: Slot) -> None:
         pid = os.fork()
         if pid == 0:
             ctl.close()
             try:
-                slot_manager(slot, jobs, busy, args)
+                slot_manager(slot, jobs, board, args.idle_timeout_s, job)
             finally:
                 os._exit(1)
         managers[slot.index] = pid
@@ -250,23 +200,10 @@ def serve(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGINT, stop)
     for slot in slots:
         spawn(slot)
-    restarts = 0
     ctl.settimeout(0.5)
     try:
         while True:
-            while True:  # reap: respawn dead managers, collect orphans
-                try:
-                    pid, _ = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid == 0:
-                    break
-                for index, mpid in list(managers.items()):
-                    if mpid == pid:
-                        restarts += 1
-                        busy[2 * index] = 0
-                        kill_slot(slots[index], wipe=(slots[index].root,))
-                        spawn(slots[index])
+            _watchdog(slots, board, managers, broken, counts, spawn)
             watched = [ctl, 0] if args.exit_on_stdin_eof else [ctl]
             ready, _, _ = select.select(watched, [], [], 0.5)
             if 0 in ready and not os.read(0, 4096):
@@ -282,22 +219,7 @@ def serve(args: argparse.Namespace) -> None:
                 try:
                     if recv_frame(conn) is None:
                         continue
-                    before = bytes(busy)
-                    found = _slot_pids({s.uid for s in slots if before[2 * s.index] == 0})
-                    after = bytes(busy)  # a slot that took a job meanwhile is not idle: skip it
-                    still_idle = {s.uid for s in slots
-                                  if after[2 * s.index] == 0 and after[2 * s.index + 1] == before[2 * s.index + 1]}
-                    leftovers = [(pid, uid) for pid, uid in found if uid in still_idle]
-                    send_frame(conn, {
-                        "ev": "pong", "ok": not leftovers and not writable_shared,
-                        "writable_shared_dirs": writable_shared, "version": VERSION, "slots": args.slots,
-                        "busy": sum(after[2 * s.index] for s in slots), "manager_restarts": restarts,
-                        "leftover_processes": leftovers[:20], "languages": sorted(LANGUAGES),
-                        "uids": [s.uid for s in slots],
-                        "cgroups": sorted({os.path.basename(os.path.dirname(os.path.dirname(p)))
-                                           for s in slots for p in s.cgroup_procs}),
-                        "pid_namespace": os.readlink("/proc/self/ns/pid"),
-                    })
+                    send_frame(conn, _health(args, slots, board, broken, counts, writable_shared))
                 except (OSError, ProtocolError, ValueError):
                     pass
     finally:
@@ -305,11 +227,64 @@ def serve(args: argparse.Namespace) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         for slot in slots:
-            kill_slot(slot, wipe=(slot.root,))
+            cleanup.clean_slot(slot.uid, slot.root)
         for path in (sock_path, ctl_path):
             with contextlib.suppress(OSError):
                 os.unlink(path)
-        reap_children(0.5)
+        cleanup.reap(0.5)
+
+
+def _watchdog(slots: list[Slot], board: Board, managers: dict[int, int], broken: set[int],
+              counts: dict[str, int], spawn: object) -> None:
+    """Kill the manager of a slot busy past its deadline; clean and respawn dead managers (a slot
+    that cannot be cleaned in time is *broken*: health says so and the backend replaces us)."""
+    for index in board.stuck(grace_s=1.0):
+        pid = managers.get(index)
+        if pid is not None:
+            counts["stuck_killed"] += 1
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # its handler follows (PDEATHSIG)
+            board.set(index, 1, 0.0)
+    while True:  # reap: respawn dead managers, collect orphans
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        for index, mpid in list(managers.items()):
+            if mpid == pid:
+                del managers[index]
+                counts["manager_restarts"] += 1
+                board.set(index, 1, 0.0)
+                if cleanup.clean_slot(slots[index].uid, slots[index].root):
+                    board.set(index, 0, 0.0)
+                    spawn(slots[index])  # type: ignore[operator]
+                else:
+                    broken.add(index)
+
+
+def _health(args: argparse.Namespace, slots: list[Slot], board: Board, broken: set[int],
+            counts: dict[str, int], writable_shared: list[str]) -> dict:
+    before = board.snapshot()
+    found = cleanup.slot_pids({s.uid for s in slots if before[s.index][0] == 0})
+    after = board.snapshot()  # a slot that took a job meanwhile is not idle: skip it
+    still_idle = {s.uid for s in slots if after[s.index][0] == 0 and after[s.index][1] == before[s.index][1]}
+    leftovers = [(pid, uid) for pid, uid in found if uid in still_idle]
+    stuck = board.stuck()
+    return {
+        # tampered: the executor cannot repair itself (the backend replaces it); stuck slots are
+        # repaired here (their manager is killed and replaced) but make health not ok meanwhile
+        "ev": "pong", "ok": not leftovers and not writable_shared and not broken and not stuck,
+        "tampered": bool(leftovers or writable_shared or broken),
+        "writable_shared_dirs": writable_shared, "version": VERSION, "slots": args.slots,
+        "busy": sum(rec[0] for rec in after), "stuck_slots": stuck, "broken_slots": sorted(broken),
+        **counts, "leftover_processes": leftovers[:20], "languages": sorted(LANGUAGES),
+        "uids": [s.uid for s in slots],
+        "cgroups": sorted({os.path.basename(os.path.dirname(os.path.dirname(p)))
+                           for s in slots for p in s.cgroup_procs}),
+        "pid_namespace": os.readlink("/proc/self/ns/pid"), "seccomp": seccomp.supported(),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -327,6 +302,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--output-limit-bytes", type=int, default=16 << 20)
     p.add_argument("--wall-factor", type=float, default=2.0, help="wall limit = factor * time limit + 0.5 s")
     p.add_argument("--idle-timeout-s", type=float, default=120.0)
+    p.add_argument("--deadline-slack-s", type=float, default=45.0,
+                   help="a slot may be busy this long past a test's wall limit (killing, reaping, cleaning) "
+                        "before it counts as stuck and its manager is killed and replaced")
     p.add_argument("--compile-time-limit-s", type=float, default=30.0, help="CPU limit of a compile step")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
                    help="exit when stdin closes (the local backend holds the other end: no orphan jails)")

@@ -31,6 +31,12 @@ for d in usr bin sbin lib lib32 lib64 libx32; do
 done
 mkdir -p "$R/etc" "$R/dev" "$R/proc" "$R/opt/sandbox" "$R/run/mucode" "$R/scratch" "$R/.old"
 [ -f /etc/ld.so.cache ] && touch "$R/etc/ld.so.cache" && mount --bind -o ro /etc/ld.so.cache "$R/etc/ld.so.cache"
+# Debian's BLAS/LAPACK (numpy, scipy) are found through /etc/alternatives symlinks into /usr.
+if [ -d /etc/alternatives ]; then
+    mkdir "$R/etc/alternatives"
+    mount --bind /etc/alternatives "$R/etc/alternatives"
+    mount -o remount,bind,ro,nosuid,nodev "$R/etc/alternatives"
+fi
 for n in null zero random urandom; do
     touch "$R/dev/$n"
     mount --bind "/dev/$n" "$R/dev/$n"
@@ -58,7 +64,7 @@ i=0
 while [ "$i" -lt "$SLOTS" ]; do
     u=$((UIDB + i))
     mkdir "$R/scratch/$i"
-    mount -t tmpfs -o "size=${SMB}m,uid=$u,gid=$u,mode=0700,nosuid,nodev" "mucode-slot$i" "$R/scratch/$i"
+    mount -t tmpfs -o "size=${SMB}m,uid=$u,gid=$u,mode=0700,nosuid,nodev,noexec" "mucode-slot$i" "$R/scratch/$i"
     i=$((i + 1))
 done
 cd "$R"

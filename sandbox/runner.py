@@ -6,18 +6,23 @@ used by nobody else and a scratch directory owned by that uid. Per test:
 1. pipes for stdin/stdout/stderr and a control pipe (fd 3), then ``fork``;
 2. the child: new session, fds 0-3 on the pipes and every other fd closed, rlimits (CPU, AS, NPROC,
    FSIZE, NOFILE, CORE=0), ``setgroups([])``/``setgid``/``setuid`` to the slot uid,
-   ``PR_SET_NO_NEW_PRIVS``, an emptied scratch dir as cwd, a clean environment, then it writes ``ready`` on the
+   ``PR_SET_NO_NEW_PRIVS``, a seccomp filter (seccomp.py), an emptied scratch dir as cwd, a clean environment, then it writes ``ready`` on the
    control pipe and runs the program (see languages.py). A failure before ``ready`` is a sandbox
    error; the program cannot forge one (it only runs after ``ready``);
 3. the parent feeds stdin and reads stdout/stderr/control *while the child runs* (caps enforced on
    the fly: past the stdout cap the run is killed with ``output_limit``), until the child exits or
    the wall-clock deadline passes;
-4. clean-up: each test child first kills, as the slot uid, whatever the previous test of the job
-   left (``kill(-1, SIGKILL)`` spares the caller and reaches double-forked daemons, and nothing
-   outside the slot) and empties the slot's scratch dir (its cwd; a tmpfs of its own). When a run hits a limit, or something still
-   holds its pipes after it exited, the parent kills the whole uid at once through a helper that
-   setuid()s to the slot uid and calls ``kill(-1, SIGKILL)``. After each job the slot manager does
-   the same kill and wipes the slot's scratch dir. Zombies are reaped (handlers are subreapers).
+4. clean-up (cleanup.py), from the handler (root; never as the slot uid, outside every limit of
+   the program): after each run every process of the slot uid is SIGKILLed and reaped (orphans
+   come to the handler, a subreaper), so the run's CPU time is the handler's children rusage
+   delta: the program's, its threads' and every descendant's, waited for or not; before each run
+   the scratch dir is emptied (all but a compiled job's build dir), whatever its modes or depth.
+   After each job the slot manager does the same and removes the slot's SysV IPC objects. Every
+   wait has a deadline; a slot that cannot be cleaned in time raises ``SlotStuck``.
+
+The control pipe is the program's too (it can write anything there): it is parsed defensively and
+anything malformed is the program's own failure (``runtime_error``), never a ``sandbox_error``.
+A call-mode return value counts against the output cap like stdout.
 
 Status here is execution status only (``ok`` / ``runtime_error`` / ``time_limit`` /
 ``memory_limit`` / ``output_limit`` / ``compile_error`` / ``sandbox_error``): outputs are compared
@@ -33,12 +38,13 @@ import math
 import os
 import resource
 import selectors
-import shutil
 import signal
 import time
 from dataclasses import dataclass, field
 
-import pyrun  # noqa: F401  (preloaded so the fork child does not import it per test)
+import cleanup
+import pyrun
+import seccomp  # noqa: F401  (preloaded so the fork child does not import it per test)
 from languages import Language
 
 PR_SET_NO_NEW_PRIVS = 38
@@ -46,9 +52,11 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 CTL_FD = 3
 STDERR_KEEP_BYTES = 64 << 10
-CTL_CAP_BYTES = 64 << 20
+CTL_SLACK_BYTES = 1 << 20  # the control pipe may carry a call result up to the output cap, plus this
+REAP_DEADLINE_S = 10.0
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _SETUP_FAILED = 121
+_exit = os._exit  # bound here: a program that replaces os._exit does not change it
 _MAX_FD = max(1 << 16, resource.getrlimit(resource.RLIMIT_NOFILE)[1])  # close_range(2): cheap either way
 
 
@@ -113,70 +121,13 @@ class Capture:
         return self.total > len(self.data)
 
 
-def kill_slot(slot: Slot, wipe: tuple[str, ...] = ()) -> None:
-    """Kill every process of the slot's uid (SIGKILL, from a helper running as that uid) and remove
-    the given paths (as the slot uid: root here may lack CAP_DAC_OVERRIDE). ``kill(-1)`` signals exactly the processes this uid may signal: the
-    slot's own, in this pid namespace. A process with SIGKILL pending cannot fork, so one pass
-    suffices; two more cover processes mid-creation."""
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.setgroups([])
-            os.setgid(slot.uid)
-            os.setuid(slot.uid)
-            for _ in range(3):
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
-                    break
-            for path in wipe:
-                if path == slot.root:  # the slot dir itself stays (it may be a mount): empty it
-                    for name in os.listdir(path):
-                        sub = os.path.join(path, name)
-                        if os.path.isdir(sub) and not os.path.islink(sub):
-                            shutil.rmtree(sub, ignore_errors=True)
-                        else:
-                            os.unlink(sub)
-                elif os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                elif os.path.lexists(path):
-                    os.unlink(path)
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.waitpid(pid, 0)
+class SlotStuck(Exception):
+    """A slot's processes or files could not be cleaned within their deadline."""
 
 
-def reap_children(wait_s: float = 2.0) -> None:
-    """Reap exited children (orphans re-parented to us as subreaper); after a kill_slot, wait up to
-    wait_s for the killed ones to finish dying."""
-    end = time.monotonic() + wait_s
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            if time.monotonic() > end:
-                return
-            time.sleep(0.001)
-
-
-def _clean_slot_as_slot_uid(slot: Slot, keep: str | None) -> None:
-    """In the test child, already running as the slot uid: kill what the previous test of this job
-    left running (kill(-1) spares the caller) and empty the scratch dir. Saves a helper fork per test;
-    the slot manager still kills and wipes everything after each job."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(-1, signal.SIGKILL)
-    for name in os.listdir(slot.root):
-        if name != keep:
-            path = os.path.join(slot.root, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
+INHERITED_MAPS: list = []
+"""Shared mappings of the executor (its bookkeeping) that every test child closes before the
+program runs, so a program cannot write them."""
 
 
 def _set_limits(lim: Limits) -> None:
@@ -209,6 +160,9 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
         os.dup2(err_w, 2)
         os.dup2(ctl_w, CTL_FD)
         os.closerange(CTL_FD + 1, _MAX_FD)
+        for shared in INHERITED_MAPS:  # the executor's bookkeeping: not the program's to write
+            shared.close()
+        INHERITED_MAPS.clear()
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
@@ -220,12 +174,13 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
         if os.getuid() == 0 or os.geteuid() == 0:
             raise RuntimeError("still root after setuid")
         prctl(PR_SET_NO_NEW_PRIVS, 1)
-        # Only a compiled job's own tests keep its build dir; anything else starts from empty.
-        keep = os.path.basename(build_dir) if lang.compile and job.get("phase") != "compile" else None
-        _clean_slot_as_slot_uid(slot, keep=keep)
+        if seccomp.supported():
+            seccomp.install()
         os.chdir(run_dir)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir,
-               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+               # numpy/scipy: one BLAS thread (each thread reserves address space under RLIMIT_AS)
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         os.environ.clear()
         os.environ.update(env)
         _ctl({"ev": "ready"})
@@ -236,7 +191,10 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
             os._exit(_SETUP_FAILED)
     compiling = job.get("phase") == "compile"
     if lang.runner == "fork_python" and not compiling:
-        pyrun.run_python(job, test_input)  # never returns
+        try:
+            pyrun.run_python(job, test_input)  # never returns (unless the program patched it)
+        finally:
+            _exit(1)
     src = os.path.join(build_dir if lang.compile else run_dir, lang.source_name)
     if compiling:  # once per job: source and build output in the build dir, kept between tests
         os.mkdir(build_dir, 0o700)
@@ -256,14 +214,22 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
 
 def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str, index: int,
              build_dir: str) -> dict:
-    """Run the program once on one input; returns the outcome dict of protocol.py's test frame."""
+    """Run the program once on one input; returns the outcome dict of protocol.py's test frame.
+    Raises SlotStuck when the slot cannot be cleaned (before or after the run) in time."""
+    # Only a compiled job's own tests keep its build dir; anything else starts from empty.
+    keep = os.path.basename(build_dir) if lang.compile and job.get("phase") != "compile" else None
+    if not cleanup.wipe(slot.root, slot.uid, keep=keep):
+        raise SlotStuck(f"scratch dir {slot.root} could not be emptied")
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     ctl_r, ctl_w = os.pipe()
-    run_dir = slot.root  # emptied by the child before each test (all but the job's build dir)
-    stdin_data = test_input.encode("utf-8") if job.get("mode") == "stdio" else b""
+    run_dir = slot.root
+    stdin_data = test_input.encode("utf-8", "surrogatepass") if job.get("mode") == "stdio" else b""
     oom_before = slot.oom_kills()
+    token = os.urandom(16).hex()
+    job = {**job, "token": token} if job.get("mode") == "assert" else job
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -272,14 +238,43 @@ def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str
         os.close(fd)
     out = Capture(lim.output_limit_bytes, lim.output_limit_bytes)
     err = Capture(lim.output_limit_bytes, STDERR_KEEP_BYTES)
-    ctl = Capture(CTL_CAP_BYTES, CTL_CAP_BYTES)
-    limit_hit: str | None = None
+    ctl = Capture(lim.output_limit_bytes + CTL_SLACK_BYTES, lim.output_limit_bytes + CTL_SLACK_BYTES)
     pidfd = os.pidfd_open(pid)
     sel = selectors.DefaultSelector()
     for fd, cap in ((out_r, out), (err_r, err), (ctl_r, ctl)):
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ, cap)
     sel.register(pidfd, selectors.EVENT_READ, "exit")
+    try:
+        limit_hit = _watch(sel, stdin_w, stdin_data, start + lim.wall_limit_s)
+    finally:
+        # Kill first when the run is over its limits, or when someone (a daemon) still holds the
+        # pipes open after the child exited; then, always, every process of the slot uid.
+        if limit_hit is not None or not _drain(sel, 0.02):
+            cleanup.kill_slot(slot.uid)
+            _drain(sel, 1.0)
+        sel.close()
+        for fd in (out_r, err_r, ctl_r, pidfd):
+            os.close(fd)
+    killed = cleanup.kill_slot(slot.uid)
+    reaped = cleanup.reap(REAP_DEADLINE_S)  # the test child and every orphan of the run
+    if not killed or pid not in reaped:
+        raise SlotStuck(f"the processes of slot {slot.index} did not die within their deadline")
+    status, usage = reaped[pid]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    wall = time.monotonic() - start
+    if limit_hit is None and slot.oom_kills() > oom_before:
+        limit_hit = "memory_cgroup"
+    try:
+        return _outcome(job, lim, status, cpu, usage.ru_maxrss / 1024.0, wall, out, err, ctl, limit_hit, token)
+    except Exception as exc:  # whatever the program wrote, it is its own failure  # noqa: BLE001
+        return {**_EMPTY_OUTCOME, "status": "runtime_error", "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
+                "message": f"malformed output from the program: {type(exc).__name__}"}
+
+
+def _watch(sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadline: float) -> str | None:
+    """Feed stdin and read the pipes until the child exits; returns the limit hit, if any."""
     os.set_blocking(stdin_w, False)
     if stdin_data:
         sel.register(stdin_w, selectors.EVENT_WRITE, "stdin")
@@ -287,18 +282,15 @@ def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str
         os.close(stdin_w)
         stdin_w = -1
     sent = 0
-    deadline = start + lim.wall_limit_s
-    exited = False
     try:
-        while not exited and limit_hit is None:
+        while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                limit_hit = "wall_time"
-                break
+                return "wall_time"
             for key, _ in sel.select(remaining):
                 if key.data == "exit":
-                    exited = True
-                elif key.data == "stdin":
+                    return None
+                if key.data == "stdin":
                     try:
                         sent += os.write(stdin_w, stdin_data[sent:sent + (1 << 16)])
                     except BlockingIOError:
@@ -312,27 +304,11 @@ def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str
                 else:
                     _read_into(sel, key.fd, key.data)
                     if key.data.over:
-                        limit_hit = "output"
+                        return "output"
     finally:
         if stdin_w >= 0:
             sel.unregister(stdin_w)
             os.close(stdin_w)
-        # Kill first when the run is over its limits, or when someone (a daemon) still holds the
-        # pipes open after the child exited; otherwise one kill after collecting the output.
-        killed = limit_hit is not None or not exited or not _drain(sel, 0.02)
-        if killed:
-            kill_slot(slot)
-            _drain(sel, 1.0)
-        sel.close()
-        _, status, usage = os.wait4(pid, 0)
-        os.close(pidfd)
-        for fd in (out_r, err_r, ctl_r):
-            os.close(fd)
-        reap_children(1.0 if killed else 0.0)
-    wall = time.monotonic() - start
-    if limit_hit is None and slot.oom_kills() > oom_before:
-        limit_hit = "memory_cgroup"
-    return _outcome(job, lim, status, usage, wall, out, err, ctl, limit_hit)
 
 
 def _read_into(sel: selectors.BaseSelector, fd: int, cap: Capture) -> None:
@@ -361,27 +337,44 @@ def _drain(sel: selectors.BaseSelector, timeout_s: float) -> bool:
                 _read_into(sel, key.fd, key.data)
 
 
+_EMPTY_OUTCOME = {"status": "runtime_error", "stdout": "", "stderr": "", "truncated": False, "exit_code": None,
+                  "signal": None, "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_mb": 0.0, "limit_hit": None,
+                  "exception": None, "message": None}
+
+
 def _ctl_events(ctl: Capture) -> list[dict]:
+    """The control pipe's events, parsed defensively: a line that is not a small JSON object with
+    a string ``ev`` is skipped (deep nesting, huge numbers, unhashable values, bad UTF-8)."""
     events = []
     for line in bytes(ctl.data).splitlines():
         try:
             ev = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError, MemoryError, TypeError):
             continue
-        if isinstance(ev, dict):
+        if isinstance(ev, dict) and isinstance(ev.get("ev"), str):
             events.append(ev)
     return events
 
 
-def _outcome(job: dict, lim: Limits, status: int, usage: resource.struct_rusage, wall: float,
-             out: Capture, err: Capture, ctl: Capture, limit_hit: str | None) -> dict:
-    cpu = usage.ru_utime + usage.ru_stime
-    peak_mb = usage.ru_maxrss / 1024.0
+def _text(value: object, limit: int) -> str | None:
+    """A str that survives UTF-8 (no lone surrogates) and fits ``limit`` chars, else None."""
+    if not isinstance(value, str) or len(value) > limit:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
+def _outcome(job: dict, lim: Limits, status: int, cpu: float, peak_mb: float, wall: float,
+             out: Capture, err: Capture, ctl: Capture, limit_hit: str | None, token: str = "") -> dict:
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     events = _ctl_events(ctl)
-    kinds = {ev.get("ev") for ev in events}
-    exc_types = {ev.get("type") for ev in events if ev.get("ev") == "exc"}
+    kinds = {ev["ev"] for ev in events}
+    exc_types = sorted({t for ev in events if ev["ev"] == "exc"
+                        for t in [_text(ev.get("type"), 200)] if t is not None and t.isidentifier()})
     stdout = bytes(out.data)
     truncated = out.truncated or err.truncated
     message = None
@@ -404,14 +397,21 @@ def _outcome(job: dict, lim: Limits, status: int, usage: resource.struct_rusage,
     elif exit_code != 0:
         verdict = "runtime_error"
     elif job.get("mode") == "call":
-        results = [ev for ev in events if ev.get("ev") == "result"]
-        if results and isinstance(results[-1].get("value"), str):
-            verdict, stdout = "ok", results[-1]["value"].encode("utf-8")
+        results = [ev for ev in events if ev["ev"] == "result"]
+        value = _text(results[-1].get("value"), 1 << 62) if results else None
+        if value is not None and len(value.encode("utf-8")) > lim.output_limit_bytes:
+            verdict, stdout, limit_hit = "output_limit", b"", "output"
+        elif value is not None:
+            verdict, stdout = "ok", value.encode("utf-8")
         else:
             verdict, stdout = "runtime_error", b""
-            message = "the program ended without returning from the called function"
+            message = "the program ended without returning a value from the called function"
+    elif job.get("mode") == "assert" and not any(ev["ev"] == "asserts_done" and ev.get("token") == token
+                                                 for ev in events):
+        verdict, message = "runtime_error", "the test code did not run to its end (the program exited early?)"
     else:
         verdict = "ok"
+    reports = [[ev.get("k"), ev.get("v")] for ev in events if ev["ev"] == "assert"]
     return {
         "status": verdict,
         "stdout": stdout.decode("utf-8", "replace"),
@@ -423,6 +423,7 @@ def _outcome(job: dict, lim: Limits, status: int, usage: resource.struct_rusage,
         "cpu_s": round(cpu, 6),
         "peak_memory_mb": round(peak_mb, 3),
         "limit_hit": limit_hit,
-        "exception": next(iter(sorted(t for t in exc_types if isinstance(t, str))), None),
+        "exception": exc_types[0] if exc_types else None,
         "message": message,
+        **({"asserts": reports} if job.get("mode") == "assert" else {}),
     }

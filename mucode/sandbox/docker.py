@@ -75,7 +75,7 @@ def run_args(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int,
     args += ["--cpu-shares", str(1024 * slots)]
     for i in range(slots):
         uid = uid_base + i
-        args += ["--tmpfs", f"/scratch/{i}:rw,nosuid,nodev,size={scratch_mb}m,uid={uid},gid={uid},mode=0700"]
+        args += ["--tmpfs", f"/scratch/{i}:rw,nosuid,nodev,noexec,size={scratch_mb}m,uid={uid},gid={uid},mode=0700"]
     args += [image, "--socket", "/run/mucode/executor.sock", "--slots", str(slots), "--uid-base", str(uid_base),
              "--scratch", "/scratch", *executor_args]
     return args
@@ -90,7 +90,9 @@ class DockerBackend(PooledBackend):
     ``memory_mb`` (per container; default 1024 x slots), ``cpus`` (per container, default: all
     cores; 0: no CPU quota),
     ``pids_limit`` (per container, default 64 x slots + 16), ``nproc``/``fsize_mb``/
-    ``output_limit_bytes``/``wall_factor`` (executor limits), ``docker`` (CLI path),
+    ``output_limit_bytes``/``wall_factor`` (executor limits), ``deadline_slack_s`` (how long a slot
+    may stay busy past a test's wall limit before the executor counts it as stuck and replaces its
+    processes; health is not ok meanwhile), ``docker`` (CLI path),
     ``health_interval_s`` (5), ``start_timeout_s`` (60).
     Attach mode: ``socket_dir`` (a dir of executor sockets); the managed options are ignored."""
 
@@ -100,7 +102,8 @@ class DockerBackend(PooledBackend):
                  containers: int = 4, slots_per_container: int = 1, uid_base: int = 10000,
                  scratch_mb: int = 64, memory_mb: int | None = None, cpus: float | None = None,
                  pids_limit: int | None = None, nproc: int = 64, fsize_mb: int = 32,
-                 output_limit_bytes: int = 16 << 20, wall_factor: float = 2.0, docker: str = "docker",
+                 output_limit_bytes: int = 16 << 20, wall_factor: float = 2.0, deadline_slack_s: float = 45.0,
+                 docker: str = "docker",
                  health_interval_s: float = 5.0, start_timeout_s: float = 60.0,
                  acquire_timeout_s: float = 600.0) -> None:
         super().__init__(acquire_timeout_s=acquire_timeout_s)
@@ -114,7 +117,8 @@ class DockerBackend(PooledBackend):
         self.cpus = float(os.cpu_count() or 1) if cpus is None else cpus
         self.pids_limit = pids_limit or nproc * slots_per_container + 16
         self.executor_args = ["--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
-                              "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor)]
+                              "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor),
+                              "--deadline-slack-s", str(deadline_slack_s)]
         self.docker = docker
         self.health_interval_s = health_interval_s
         self.start_timeout_s = start_timeout_s
@@ -272,9 +276,9 @@ class DockerBackend(PooledBackend):
             info = await ep.ping(timeout_s=3.0)
         except ExecutorError as exc:
             return str(exc)
-        if not info.get("ok"):
+        if not info.get("ok") and info.get("tampered", True):  # a stuck slot is replaced in there
             return (f"executor reports leftover processes {info.get('leftover_processes')} or writable "
-                    f"shared dirs {info.get('writable_shared_dirs')}")
+                    f"shared dirs {info.get('writable_shared_dirs')} or broken slots {info.get('broken_slots')}")
         return None
 
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:

@@ -85,7 +85,8 @@ class LocalBackend(PooledBackend):
     Options: ``slots`` (concurrent runs, default 2), ``uid_base`` (slot i runs as uid_base+i,
     default 61000), ``scratch_mb`` (tmpfs per slot), ``python`` (interpreter under /usr used inside
     the jail), ``executor_dir`` (default: the repo's sandbox/), ``nproc``/``fsize_mb``/
-    ``output_limit_bytes``/``wall_factor`` (executor limits), ``cgroups``/``slot_memory_mb``
+    ``output_limit_bytes``/``wall_factor``/``deadline_slack_s`` (executor limits; see the docker
+    backend), ``cgroups``/``slot_memory_mb``
     (per-slot cgroups on cgroup-v1 hosts), ``start_timeout_s``,
     ``health_interval_s`` (restart a dead jail; 0 disables).
     """
@@ -95,7 +96,8 @@ class LocalBackend(PooledBackend):
     def __init__(self, *, slots: int = 2, uid_base: int = 61000, scratch_mb: int = 64,
                  python: str = "/usr/bin/python3", executor_dir: str | Path | None = None,
                  nproc: int = 64, fsize_mb: int = 32, output_limit_bytes: int = 16 << 20,
-                 wall_factor: float = 2.0, cgroups: bool = True, slot_memory_mb: int = 2048,
+                 wall_factor: float = 2.0, deadline_slack_s: float = 45.0, cgroups: bool = True,
+                 slot_memory_mb: int = 2048,
                  start_timeout_s: float = 20.0,
                  health_interval_s: float = 5.0, acquire_timeout_s: float = 600.0) -> None:
         super().__init__(acquire_timeout_s=acquire_timeout_s)
@@ -105,7 +107,8 @@ class LocalBackend(PooledBackend):
         self.python = python
         self.executor_dir = Path(executor_dir) if executor_dir else default_executor_dir()
         self.executor_args = ["--exit-on-stdin-eof", "--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
-                              "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor)]
+                              "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor),
+                              "--deadline-slack-s", str(deadline_slack_s)]
         self.start_timeout_s = start_timeout_s
         self.health_interval_s = health_interval_s
         self.cgroups = cgroups
@@ -257,8 +260,8 @@ class LocalBackend(PooledBackend):
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
         try:
             info = await ep.ping(timeout_s=2.0)
-            if info.get("ok"):
-                return
+            if info.get("ok") or not info.get("tampered", True):
+                return  # healthy, or a stuck slot the executor is replacing itself
         except ExecutorError:
             pass
         if self._pool is not None and ep.name in self._pool.endpoints:

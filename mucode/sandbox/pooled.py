@@ -14,6 +14,8 @@ import logging
 import time
 from typing import Any
 
+from mucode.sandbox import asserts
+from mucode.sandbox.asserts import AssertPlan
 from mucode.sandbox.checkers import check
 from mucode.sandbox.client import Endpoint, ExecutorError, ExecutorRejected, SlotPool
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, Verdict
@@ -23,9 +25,9 @@ logger = logging.getLogger(__name__)
 _STATUS_TO_VERDICT = {v.value: v for v in Verdict}
 
 
-def build_request(job: CodeJob) -> dict[str, Any]:
-    """The executor request for a job (inputs only; the expected outputs stay here).
-    Raises ValueError for a malformed job."""
+def build_request(job: CodeJob, plan: AssertPlan | None = None) -> dict[str, Any]:
+    """The executor request for a job (inputs only; the expected outputs, and the expected values
+    of literal asserts (``plan``, see asserts.py), stay here). Raises ValueError for a malformed job."""
     t = job.tests
     if t.format not in ("stdio", "call", "assert"):
         raise ValueError(f"tests.format must be stdio, call or assert, not {t.format!r}")
@@ -45,8 +47,9 @@ def build_request(job: CodeJob) -> dict[str, Any]:
         raise ValueError("time_limit_s must be > 0 and memory_limit_mb >= 16")
     return {
         "op": "run", "language": job.language, "mode": t.format, "program": job.program,
-        "inputs": inputs, "fn_name": t.fn_name, "assert_code": t.assert_code,
-        "entry_point": t.entry_point, "time_limit_s": job.time_limit_s,
+        "inputs": inputs, "fn_name": t.fn_name,
+        "assert_code": plan.source if plan is not None else t.assert_code,
+        "entry_point": None if plan is not None else t.entry_point, "time_limit_s": job.time_limit_s,
         "memory_limit_mb": job.memory_limit_mb,
     }
 
@@ -74,15 +77,19 @@ def to_outcome(frame: dict[str, Any], verdict: Verdict) -> TestOutcome:
     )
 
 
-def judge_frame(job: CodeJob, frame: dict[str, Any]) -> TestOutcome:
+def judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None = None) -> TestOutcome:
     status = frame.get("status")
     t = job.tests
+    if t.format == "assert" and plan is not None and status in ("ok", "runtime_error"):
+        why = asserts.judge(plan, frame.get("asserts"))  # a wrong value decides, whatever came next
+        if why is not None and (status == "ok" or not why.startswith("missing:")):
+            return to_outcome({**frame, "stderr": f"{frame.get('stderr', '')}\n{why}"}, Verdict.wrong_answer)
     if t.format == "assert" and status == "runtime_error" and frame.get("exception") == "AssertionError":
         return to_outcome(frame, Verdict.wrong_answer)  # a failed assertion is a wrong answer
     if status != "ok":
         return to_outcome(frame, _STATUS_TO_VERDICT.get(str(status), Verdict.sandbox_error))
     if t.format == "assert":
-        ok = True
+        ok = plan is not None
     else:
         expected = t.outputs[int(frame["index"])]
         actual = frame.get("stdout", "")
@@ -128,35 +135,44 @@ class PooledBackend:
         """Called when a job on ``ep`` failed for infrastructure reasons."""
 
     async def _run(self, request: dict[str, Any], keep_going: Any, time_limit_s: float) -> tuple[list[dict], str | None]:
-        try:
-            ep = await self.pool.acquire(self.acquire_timeout_s)
-        except ExecutorError as exc:
-            return [], str(exc)
-        try:
-            frames = await ep.run(request, keep_going, timeout_s=2 * time_limit_s + self.reply_slack_s)
-            return frames, None
-        except ExecutorRejected as exc:
-            raise ValueError(f"the sandbox rejected the job: {exc}") from None
-        except ExecutorError as exc:
-            logger.warning("sandbox executor %s failed mid-job: %s", ep.name, exc)
-            await self._executor_failed(ep, exc)
-            return [], str(exc)
-        finally:
-            await self.pool.release(ep)
+        """Run on a free slot. An executor that fails mid-job (a handler or slot past its deadline
+        is killed by the executor, which closes the connection) is reported to the backend, which
+        replaces what is broken, and the job runs once more on a fresh slot."""
+        error = "no attempt"
+        for attempt in range(2):
+            try:
+                ep = await self.pool.acquire(self.acquire_timeout_s)
+            except ExecutorError as exc:
+                return [], str(exc)
+            try:
+                frames = await ep.run(request, keep_going, timeout_s=2 * time_limit_s + self.reply_slack_s)
+                return frames, None
+            except ExecutorRejected as exc:
+                raise ValueError(f"the sandbox rejected the job: {exc}") from None
+            except ExecutorError as exc:
+                logger.warning("sandbox executor %s failed mid-job (attempt %d): %s", ep.name, attempt + 1, exc)
+                error = str(exc)
+                await self._executor_failed(ep, exc)
+            finally:
+                await self.pool.release(ep)
+        return [], error
 
     async def judge(self, job: CodeJob) -> JobResult:
         start = time.monotonic()
-        request = build_request(job)
+        plan = asserts.prepare(job.tests.assert_code, job.tests.entry_point) if job.tests.format == "assert" else None
+        request = build_request(job, plan)
         outcomes: list[TestOutcome] = []
 
         def keep_going(frame: dict[str, Any]) -> bool:
-            outcome = judge_frame(job, frame)
+            if frame.get("index") == 0:
+                outcomes.clear()  # a re-run on a fresh slot starts over
+            outcome = judge_frame(job, frame, plan)
             outcomes.append(outcome)
             return outcome.verdict is Verdict.correct or not job.stop_on_first_failure
 
         frames, error = await self._run(request, keep_going, job.time_limit_s)
         for frame in frames[len(outcomes):]:  # the last frame is not passed to keep_going
-            outcomes.append(judge_frame(job, frame))
+            outcomes.append(judge_frame(job, frame, plan))
         wall = time.monotonic() - start
         if error is not None:
             return JobResult(Verdict.sandbox_error, outcomes, wall, error=error)
@@ -187,15 +203,21 @@ class PooledBackend:
         if self._pool is None:
             return {"ok": False, "pool_size": 0, "idle": 0, "error": "not started"}
         executors = {}
+        stuck = 0
         ok = bool(self._pool.endpoints)
         for ep in list(self._pool.endpoints.values()):
             try:
                 info = await ep.ping()
                 executors[ep.name] = {"ok": bool(info.get("ok")), "slots": ep.slots, "free": ep.free,
-                                      "busy": info.get("busy")}
+                                      "busy": info.get("busy"), "stuck_slots": info.get("stuck_slots", []),
+                                      "broken_slots": info.get("broken_slots", []),
+                                      "seccomp": info.get("seccomp", False)}
+                stuck += len(info.get("stuck_slots") or []) + len(info.get("broken_slots") or [])
                 ok = ok and bool(info.get("ok"))
             except ExecutorError as exc:
                 executors[ep.name] = {"ok": False, "error": str(exc)}
                 ok = False
+        # ok is False while any slot is busy past its deadline (the executor then kills and
+        # replaces that slot's processes) or could not be cleaned (the backend replaces the executor)
         return {"ok": ok, "backend": self.name, "pool_size": self._pool.total_slots,
-                "idle": self._pool.idle_slots, "executors": executors}
+                "idle": self._pool.idle_slots, "stuck_slots": stuck, "executors": executors}

@@ -127,3 +127,22 @@ def assert_still_works(sb: Handle) -> None:
     assert ok.verdict is Verdict.correct, ok
     bad = sb.judge(stdio_job("a, b = map(int, input().split())\nprint(a - b)", ["2 3\n"], ["5"]))
     assert bad.verdict is Verdict.wrong_answer, bad
+
+
+def every_slot(sb: Handle, job: CodeJob) -> list[JobResult]:
+    """Run ``job`` once on every slot: as many concurrent copies as the pool has slots (the pool
+    never hands one slot two jobs at once, so each slot gets exactly one)."""
+    slots = int(sb.health()["pool_size"])
+    assert slots >= 1
+    return sb.judge_many([job] * slots)
+
+
+def every_slot_correct(sb: Handle) -> None:
+    """After a hostile program: a correct program on every slot comes back correct (and a wrong
+    one wrong_answer), within the normal limits."""
+    ok = stdio_job("a, b = map(int, input().split())\nprint(a + b)", ["2 3\n", "10 -4\n"], ["5", "6"])
+    for r in every_slot(sb, ok):
+        assert r.verdict is Verdict.correct, r
+    bad = stdio_job("a, b = map(int, input().split())\nprint(a - b)", ["2 3\n"], ["5"])
+    for r in every_slot(sb, bad):
+        assert r.verdict is Verdict.wrong_answer, r

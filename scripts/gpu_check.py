@@ -1,0 +1,202 @@
+"""GPU check of the staged trainer's machinery: one device, the ``hf`` engine, a randomly initialised
+model of Qwen2.5-1.5B's shape (built from a config: no download), bf16 compute over fp32 masters.
+
+    python scripts/gpu_check.py                 # on a GPU (about 2 minutes on an H200)
+    python scripts/gpu_check.py --tiny          # a tiny shape, any device (the CPU test runs this)
+
+Each stage: the trainer steps aside (``mucode.train.aside``), the engine generates G responses per
+prompt on random prompts, the trainer comes back and makes μ updates (``mucode.train.optimize``)
+on the stage's responses with fixed ±1 advantages (a random model earns no reward, so the
+advantages are synthetic). It prints, per stage: device memory held by the trainer before and after
+stepping aside (with the ``hf`` engine the parameters stay, the engine computes with them; a full
+step-aside is also measured), the engine's share (peak during generation above what the trainer
+kept), generation and training tokens per second, and the policy loss on a fixed batch (stage 0's
+responses and advantages), which must go down: the script exits 1 if it does not.
+
+The stand-in tokenizer maps ids to text as numbers (the model is random; nothing reads the text).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from typing import Any
+
+import torch
+
+from mucode.algo import get_objective, loss_denominator
+from mucode.config import load_config
+from mucode.rollout.hf import HFEngine
+from mucode.rollout.logprobs import response_logprobs
+from mucode.train.aside import held_bytes, step_aside
+from mucode.train.distributed import DistInfo
+from mucode.train.optimize import Updater, make_optimizer, objective_params
+from mucode.train.precision import Precision
+from mucode.train.store import StoredGroup, StoredSample
+
+QWEN25_15B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                  num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6,
+                  rms_norm_eps=1e-6, tie_word_embeddings=True)
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            vocab_size=512, max_position_embeddings=1024, rope_theta=1e4, rms_norm_eps=1e-6, tie_word_embeddings=True)
+
+
+class IdsTokenizer:
+    """What the engine needs of a tokenizer, for a model whose text nobody reads."""
+
+    def __init__(self, vocab: int) -> None:
+        self.eos_token_id = vocab - 1
+        self.pad_token_id = vocab - 2
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return " ".join(map(str, ids))
+
+
+def build_model(shape: dict[str, Any], device: torch.device) -> torch.nn.Module:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(**shape, use_cache=False)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config)  # fp32 masters
+    return model
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:.2f} MiB"
+
+
+def device_bytes(device: torch.device, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
+    """Memory the trainer holds: CUDA's allocator count on a GPU, the trainer's own tensors elsewhere."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        return float(torch.cuda.memory_allocated(device))
+    return float(sum(held_bytes(model, optimizer).values()))
+
+
+def to_groups(groups: list[list[Any]]) -> list[StoredGroup]:
+    """Generated samples as stored groups, with fixed advantages +1/-1 alternating inside each group."""
+    out = []
+    for gid, group in enumerate(groups):
+        samples = [StoredSample(prompt_id=str(gid), sample_index=s.sample_index, prompt_tokens=s.prompt_token_ids,
+                                response_tokens=s.response_token_ids, behaviour_logprobs=s.behaviour_logprobs,
+                                reward=float(s.sample_index % 2), status="correct", masked=False,
+                                advantage=1.0 if s.sample_index % 2 else -1.0) for s in group]
+        out.append(StoredGroup(group_id=gid, prompt_id=str(gid), samples=samples))
+    return out
+
+
+@torch.no_grad()
+def fixed_batch_loss(model: torch.nn.Module, groups: list[StoredGroup], cfg: Any, precision: Precision,
+                     device: torch.device, pad: int) -> float:
+    """The objective on ``groups`` with the current weights (one forward, no update)."""
+    samples = [s for g in groups for s in g.samples if s.response_tokens]
+    with precision.autocast(device):
+        out = response_logprobs(model, [s.prompt_tokens for s in samples], [s.response_tokens for s in samples],
+                                cfg.rollout.temperature, pad_token_id=pad)
+    width = out.logprobs.shape[1]
+    behaviour = torch.zeros((len(samples), width), device=device)
+    for i, s in enumerate(samples):
+        behaviour[i, : len(s.behaviour_logprobs)] = torch.tensor(s.behaviour_logprobs, device=device)
+    advantages = torch.tensor([s.advantage for s in samples], device=device)
+    params = objective_params(cfg.algo)
+    denominator = loss_denominator(out.mask.cpu(), params.aggregation, norm_length=params.norm_length)
+    loss, _ = get_objective(cfg.algo.objective)(out.logprobs, behaviour, advantages, out.mask, params,
+                                                denominator=denominator, entropy=None, prepared=None)
+    return float(loss)
+
+
+def run_stage(k: int, ctx: dict[str, Any], fixed: list[StoredGroup] | None) -> tuple[dict[str, float], list[StoredGroup]]:
+    model, optimizer, updater, args, device = ctx["model"], ctx["optimizer"], ctx["updater"], ctx["args"], ctx["device"]
+    rng = random.Random(k)
+    vocab = ctx["vocab"]
+    prompts = [(str(i), [rng.randrange(vocab - 2) for _ in range(args.prompt_tokens)]) for i in range(args.prompts)]
+    row: dict[str, float] = {"stage": k}
+    row["trainer_before"] = device_bytes(device, model, optimizer)
+    if k > 0:  # a full step-aside, as for an engine with weights of its own (vllm): measured, then undone
+        full = step_aside(model, optimizer, params=True)
+        row["trainer_full_aside"] = device_bytes(device, model, optimizer)
+        full.restore()
+    parked = step_aside(model, optimizer, params=False)  # the hf engine computes with the parameters
+    row["trainer_after"] = device_bytes(device, model, optimizer)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    engine = HFEngine(model, ctx["tokenizer"], max_new_tokens=args.response_tokens, seed=k, batch_size=args.batch,
+                      stop_token_ids=[vocab - 1], autocast_dtype=ctx["precision"].compute)
+    start = time.perf_counter()
+    groups = list(engine.generate(prompts, args.samples))
+    row["gen_s"] = time.perf_counter() - start
+    engine.close()
+    row["engine_share"] = (float(torch.cuda.max_memory_allocated(device)) - row["trainer_after"]
+                           if device.type == "cuda" else float("nan"))
+    parked.restore()
+    row["gen_tokens_per_s"] = sum(len(s.response_token_ids) for g in groups for s in g) / row["gen_s"]
+    stored = to_groups(groups)
+    fixed = fixed if fixed is not None else stored
+    row["fixed_loss_before"] = fixed_batch_loss(model, fixed, ctx["cfg"], ctx["precision"], device, vocab - 2)
+    tokens, start = 0, time.perf_counter()
+    per_update = max(1, len(stored) // args.updates)
+    for u in range(args.updates):
+        batch = stored[(u * per_update) % len(stored):][:per_update] or stored[:per_update]
+        updater.step(batch)
+        tokens += sum(len(s.prompt_tokens) + len(s.response_tokens) for g in batch for s in g.samples)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    row["train_tokens_per_s"] = tokens / (time.perf_counter() - start)
+    row["fixed_loss_after"] = fixed_batch_loss(model, fixed, ctx["cfg"], ctx["precision"], device, vocab - 2)
+    return row, fixed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="a tiny model shape (CPU smoke run)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--stages", type=int, default=3)
+    parser.add_argument("--updates", type=int, default=4, help="μ: updates per stage")
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--samples", type=int, default=8, help="G")
+    parser.add_argument("--prompt-tokens", type=int, default=256)
+    parser.add_argument("--response-tokens", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=256, help="sequences the engine decodes together")
+    parser.add_argument("--lr", type=float, default=1e-6)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    shape = TINY if args.tiny else QWEN25_15B
+    compute = "bfloat16"
+    cfg = load_config(None, [f"model.dtype={compute}", "model.master_dtype=float32", f"optim.lr={args.lr}",
+                             "batch.micro_batch_tokens=8192", "train.log_entropy=false"])
+    precision = Precision.from_names("float32", compute)
+    model = build_model(shape, device)
+    optimizer, scheduler = make_optimizer(model, cfg.optim)
+    info = DistInfo(device=device)
+    updater = Updater(model, optimizer, scheduler, cfg, info, pad_token_id=shape["vocab_size"] - 2)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"gpu_check: {n_params / 1e6:,.1f} M parameters ({'tiny' if args.tiny else 'Qwen2.5-1.5B'} shape), "
+          f"device {device}, fp32 masters + {compute} compute, lr {args.lr}", flush=True)
+    ctx = {"model": model, "optimizer": optimizer, "updater": updater, "args": args, "device": device,
+           "vocab": shape["vocab_size"], "tokenizer": IdsTokenizer(shape["vocab_size"]), "cfg": cfg,
+           "precision": precision}
+    rows, fixed = [], None
+    for k in range(args.stages):
+        row, fixed = run_stage(k, ctx, fixed)
+        rows.append(row)
+        full = f", full step-aside {gib(row['trainer_full_aside'])}" if "trainer_full_aside" in row else ""
+        print(f"stage {k}: trainer {gib(row['trainer_before'])} → {gib(row['trainer_after'])} during generation"
+              f"{full}; engine share {gib(row['engine_share'])}; generation {row['gen_tokens_per_s']:,.0f} tok/s; "
+              f"training {row['train_tokens_per_s']:,.0f} tok/s; fixed-batch loss "
+              f"{row['fixed_loss_before']:+.6f} → {row['fixed_loss_after']:+.6f}", flush=True)
+    first, last = rows[0]["fixed_loss_before"], rows[-1]["fixed_loss_after"]
+    ok = last < first
+    print(f"fixed-batch loss {first:+.6f} → {last:+.6f}: {'down' if ok else 'NOT down'}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"parameters": n_params, "device": str(device), "stages": rows}, f, indent=2)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Liveness: every wait has a deadline, a broken slot is replaced and its job re-run once, health is
+honest while a slot is stuck, and slots of the local backend share no IPC or abstract sockets.
+
+Hostile programs carry GUARD and every test checks confinement first (assert_confined)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+from sandbox_helpers import (
+    GUARD,
+    Handle,
+    assert_confined,
+    assert_nothing_left,
+    every_slot_correct,
+    slot_processes,
+    stdio_job,
+)
+
+from mucode.sandbox import Verdict
+
+SLOW = "import time\ntime.sleep(1.5)\nprint(int(input()) + 1)\n"
+
+
+def _handler_of_running_job(h: Handle, timeout_s: float = 30.0) -> int:
+    """The job handler (root, parent of the slot-uid test process) of the job now running."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for pid, _ in slot_processes(h.slot_uids):
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    status = f.read()
+            except OSError:
+                continue
+            ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+            if os.stat(f"/proc/{ppid}").st_uid == 0:
+                return ppid
+        time.sleep(0.02)
+    pytest.fail("no running job found")
+
+
+def test_a_killed_job_handler_means_a_re_run_on_a_fresh_slot(sb: Handle) -> None:
+    assert_confined(sb)
+    fut = asyncio.run_coroutine_threadsafe(sb.backend.judge(stdio_job(SLOW, ["41\n"], ["42"])), sb.loop)
+    os.kill(_handler_of_running_job(sb), signal.SIGKILL)
+    result = fut.result(120)
+    assert result.verdict is Verdict.correct, result
+    every_slot_correct(sb)
+    assert_nothing_left(sb)
+
+
+def test_local_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the local sandbox backend needs root (CI runs as root)")
+    h = Handle("local", slots=2, uid_base=61300, health_interval_s=0.5, deadline_slack_s=2.0)
+    try:
+        assert_confined(h)
+        job = stdio_job(SLOW, ["1\n"], ["2"], time_limit_s=1.0)
+        fut = asyncio.run_coroutine_threadsafe(h.backend.judge(job), h.loop)
+        os.kill(_handler_of_running_job(h), signal.SIGSTOP)  # a handler that never finishes
+        seen_stuck = False
+        deadline = time.monotonic() + 60
+        while not fut.done() and time.monotonic() < deadline:
+            health = h.health()
+            if health["stuck_slots"]:
+                assert not health["ok"], health
+                seen_stuck = True
+            time.sleep(0.05)
+        assert seen_stuck, "health never reported the stuck slot"
+        assert fut.result(60).verdict is Verdict.correct  # re-run once on a fresh slot
+        assert h.health()["ok"]
+        every_slot_correct(h)
+    finally:
+        h.close()
+    assert not slot_processes([61300, 61301])
+
+
+IPC_OWNER = GUARD + '''
+import ctypes, socket, time
+libc = ctypes.CDLL(None, use_errno=True)
+shm = libc.shmget(0x6d7563, 4096, 0o1666)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\\0mucode-cross-slot")
+s.listen(1)
+print(shm >= 0)
+time.sleep(3)
+'''
+IPC_PROBE = GUARD + '''
+import ctypes, socket, time
+libc = ctypes.CDLL(None, use_errno=True)
+reached = []
+end = time.monotonic() + 2.5
+while time.monotonic() < end:
+    if libc.shmget(0x6d7563, 0, 0) >= 0:
+        reached.append("shm")
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect("\\0mucode-cross-slot")
+        reached.append("socket")
+    except OSError:
+        pass
+    if reached:
+        break
+    time.sleep(0.05)
+print(reached or "isolated")
+'''
+
+
+def test_local_slots_share_no_sysv_ipc_or_abstract_sockets(local_handle: Handle) -> None:
+    """Each slot manager of the local backend has an IPC and a network namespace of its own.
+    (docker: a container's slots share its namespaces; one slot per container, the default, keeps
+    them apart.)"""
+    h = local_handle
+    assert_confined(h)
+    owner, probe = h.judge_many([stdio_job(IPC_OWNER, [""], ["True"], time_limit_s=5.0),
+                                 stdio_job(IPC_PROBE, [""], ["isolated"], time_limit_s=5.0)])
+    assert owner.verdict is Verdict.correct, owner
+    assert probe.verdict is Verdict.correct, probe.tests[0].stdout
+    every_slot_correct(h)
+    assert_nothing_left(h)
