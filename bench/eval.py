@@ -1,0 +1,225 @@
+"""Evaluator throughput at real size, next to the upstream graders on the same samples.
+
+    python bench/eval.py [--lcb-mb 12] [--samples 8] [--plus-inputs 1000] [--workers 2]
+                         [--backend local|docker] [--slots 2]
+
+Rows (samples scored per second, wall clock):
+- LiveCodeBench, one stdin problem with `--lcb-mb` MB of private tests (LiveCodeBench's encoding,
+  read from a release file) and `--samples` samples (5 of 8 correct): mucode's `evaluate_livecodebench`
+  through a verifier service (a child process, `--slots` sandbox slots), and LiveCodeBench's own
+  grader (`evaluate_generations`, the part of `codegen_metrics` that runs the programs, in a child
+  process with `--workers` processes and its 6 s timeout);
+- EvalPlus, one HumanEval+ task with `--plus-inputs` plus inputs: mucode's `evaluate_evalplus`
+  through the same service, and evalplus's own `untrusted_check` (base and plus tests, fast check)
+  in `--workers` processes.
+For mucode it also prints the client's peak Python memory (tracemalloc, the evaluator process only:
+building items, hashing test sets, sending requests). The upstream graders run the programs in
+their own processes without isolation; mucode runs every test in a fresh sandboxed process.
+The machine may be shared: rerun before trusting a small difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+SUM_OK = "import sys\ndata = sys.stdin.read().split()\nn = int(data[0])\nprint(sum(map(int, data[1:n + 1])))"
+SUM_WRONG = "import sys\ndata = sys.stdin.read().split()\nn = int(data[0])\nprint(sum(map(int, data[1:n])))"
+CLAMP_OK = "def clamp_sum(xs, hi):\n    return sum(x if x < hi else hi for x in xs)"
+CLAMP_WRONG = "def clamp_sum(xs, hi):\n    return max(0, sum(min(x, hi) for x in xs))"
+
+
+def lcb_problem(directory: Path, megabytes: float) -> list[dict[str, str]]:
+    """Write a release file with one big stdin problem; returns its tests (public + private)."""
+    import base64
+    import pickle
+    import zlib
+
+    rng = random.Random(0)
+    tests: list[dict[str, str]] = []
+    size = 0
+    while size < megabytes * 1e6:
+        values = [rng.randrange(-(10**9), 10**9) for _ in range(60_000)]
+        tests.append({"input": f"{len(values)}\n{' '.join(map(str, values))}\n", "output": f"{sum(values)}\n", "testtype": "stdin"})  # fmt: skip
+        size += len(tests[-1]["input"])
+    public = [{"input": "2\n1 2\n", "output": "3\n", "testtype": "stdin"}]
+    row = {
+        "question_title": "Big Sum", "question_content": "Print the sum of N integers.", "platform": "atcoder",
+        "question_id": "abc999_z", "contest_id": "abc999", "contest_date": "2025-01-04T00:00:00",
+        "starter_code": "", "difficulty": "hard", "public_test_cases": json.dumps(public), "metadata": "{}",
+        "private_test_cases": base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode(),
+    }  # fmt: skip
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "test.jsonl").write_text(json.dumps(row) + "\n")
+    return public + tests
+
+
+def lcb_codes(samples: int) -> list[str]:
+    return [f"{SUM_OK if i % 8 < 5 else SUM_WRONG}\n# sample {i}" for i in range(samples)]
+
+
+def timed_client(fn: Any) -> tuple[Any, float, float]:
+    """(result, wall seconds, peak traced MB) of fn() in this process."""
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        result = fn()
+    finally:
+        wall = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.stop()
+    return result, wall, peak
+
+
+def mucode_lcb(url: str, data: Path, samples: int) -> tuple[dict[str, Any], float, float]:
+    from mucode.eval.core import SamplesSource
+    from mucode.eval.judge import VerifierOptions
+    from mucode.eval.livecodebench import evaluate_livecodebench
+
+    source = SamplesSource({"abc999_z": [f"```python\n{c}\n```" for c in lcb_codes(samples)]})
+    return timed_client(
+        lambda: evaluate_livecodebench(
+            source, release="release_v1", data_dir=data, verifier=VerifierOptions(urls=[url])
+        )["livecodebench"]
+    )
+
+
+_LCB_GRADER = r"""
+import json, sys, time
+from livecodebench.evaluation.compute_code_generation_metrics import evaluate_generations
+job = json.load(sys.stdin)
+sample = {"input_output": job["io"]}
+t0 = time.perf_counter()
+# as codegen_metrics does: one (sample, [generation]) job per generation, in a process pool
+results, _ = evaluate_generations([sample] * len(job["codes"]), [[c] for c in job["codes"]],
+                                  num_process_evaluate=job["workers"], timeout=6)
+passed = [all(r > 0 for r in results[i][0]) for i in range(len(job["codes"]))]
+print(json.dumps({"wall": time.perf_counter() - t0, "pass@1": sum(passed) / len(passed)}))
+"""
+
+
+def upstream_lcb(tests: list[dict[str, str]], samples: int, workers: int) -> dict[str, Any]:
+    io = json.dumps({"inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests], "fn_name": None})
+    job = json.dumps({"io": io, "codes": lcb_codes(samples), "workers": workers})
+    done = subprocess.run([sys.executable, "-c", _LCB_GRADER], input=job, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def evalplus_task(path: Path, plus_inputs: int) -> None:
+    rng = random.Random(1)
+    record = {
+        "task_id": "HumanEval/950",
+        "prompt": 'def clamp_sum(xs: list, hi: int) -> int:\n    """Sum of xs, each clamped to at most hi."""\n',
+        "entry_point": "clamp_sum", "canonical_solution": "    return sum(min(x, hi) for x in xs)\n",
+        "contract": "", "atol": 0, "test": "", "base_input": [[[1, 2, 3], 2], [[5], 10]],
+        "plus_input": [[[rng.randrange(-1000, 1000) for _ in range(rng.randrange(0, 50))], rng.randrange(-10, 500)]
+                       for _ in range(plus_inputs)],
+    }  # fmt: skip
+    path.write_text(json.dumps(record) + "\n")
+
+
+def evalplus_codes(samples: int) -> list[str]:
+    return [f"{CLAMP_OK if i % 8 < 5 else CLAMP_WRONG}\n# sample {i}" for i in range(samples)]
+
+
+def mucode_evalplus(url: str, data: Path, samples: int) -> tuple[dict[str, Any], float, float]:
+    from mucode.eval.evalplus_bench import evaluate_evalplus
+    from mucode.eval.judge import VerifierOptions
+
+    chosen = {"humaneval": ({"HumanEval/950": evalplus_codes(samples)}, "solution")}
+    return timed_client(
+        lambda: evaluate_evalplus(
+            None, ("humaneval",), override_paths={"humaneval": data}, samples=chosen,  # type: ignore[arg-type]
+            verifier=VerifierOptions(urls=[url]),
+        )
+    )  # fmt: skip
+
+
+_EVALPLUS_GRADER = r"""
+import json, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from mucode.eval.evalplus_bench import load_evalplus
+from evalplus.eval import PASS, untrusted_check
+
+job = json.load(sys.stdin)
+problems, expected = load_evalplus("humaneval", override_path=job["data"])
+problem, truth = problems["HumanEval/950"], expected["HumanEval/950"]
+
+def grade(code):
+    ok = True
+    for which in ("base", "plus"):
+        status, _ = untrusted_check("humaneval", code, problem[f"{which}_input"], problem["entry_point"],
+                                    expected=truth[which], atol=problem["atol"], ref_time=truth[f"{which}_time"],
+                                    fast_check=True)
+        ok = ok and status == PASS
+    return ok
+
+t0 = time.perf_counter()
+with ProcessPoolExecutor(job["workers"]) as pool:
+    verdicts = list(pool.map(grade, job["codes"]))
+print(json.dumps({"wall": time.perf_counter() - t0, "correct": sum(verdicts)}))
+"""
+
+
+def upstream_evalplus(data: Path, samples: int, workers: int) -> dict[str, Any]:
+    job = json.dumps({"data": str(data), "codes": evalplus_codes(samples), "workers": workers})
+    done = subprocess.run([sys.executable, "-c", _EVALPLUS_GRADER], input=job, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lcb-mb", type=float, default=12.0)
+    ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--plus-inputs", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=2, help="processes of the upstream graders")
+    ap.add_argument("--backend", default="local", choices=["local", "docker"])
+    ap.add_argument("--slots", type=int, default=2, help="sandbox slots of the verifier service")
+    args = ap.parse_args()
+
+    from verifier import Service  # bench/verifier.py
+
+    options = {"slots": args.slots} if args.backend == "local" else {"containers": args.slots}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tests = lcb_problem(Path(tmp) / "lcb", args.lcb_mb)
+        plus = Path(tmp) / "HumanEvalPlus.jsonl"
+        evalplus_task(plus, args.plus_inputs)
+        from mucode.eval.evalplus_bench import load_evalplus
+
+        load_evalplus("humaneval", override_path=plus)  # ground truth computed and cached before timing
+        service = Service(options, 1, backend=args.backend)
+        try:
+            entry, wall, peak = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)
+            rows.append((f"LiveCodeBench, {args.lcb_mb:g} MB of tests", "mucode (sandbox, HTTP)", args.samples / wall,
+                         f"{entry['pass@1']:.3f}", f"{peak:.0f}"))  # fmt: skip
+            report, wall, peak = mucode_evalplus(service.url, plus, args.samples)
+            rows.append((f"EvalPlus, {args.plus_inputs} plus inputs", "mucode (sandbox, HTTP)", args.samples / wall,
+                         f"{report['humaneval+']['pass@1']:.3f}", f"{peak:.0f}"))  # fmt: skip
+        finally:
+            service.close()
+        theirs = upstream_lcb(tests, args.samples, args.workers)
+        rows.insert(1, ("", f"LiveCodeBench evaluate_generations ({args.workers} proc.)", args.samples / theirs["wall"],
+                        f"{theirs['pass@1']:.3f}", "–"))  # fmt: skip
+        theirs = upstream_evalplus(plus, args.samples, args.workers)
+        rows.append(("", f"evalplus untrusted_check ({args.workers} proc.)", args.samples / theirs["wall"],
+                     f"{theirs['correct'] / args.samples:.3f}", "–"))  # fmt: skip
+    print(f"\nbackend {args.backend}, {args.slots} slots; {args.samples} samples per problem\n")
+    print("| problem | grader | samples/s | pass@1 | client peak MB |\n|---|---|---:|---:|---:|")
+    for problem, grader, rate, passed, peak in rows:
+        print(f"| {problem} | {grader} | {rate:.2f} | {passed} | {peak} |")
+
+
+if __name__ == "__main__":
+    main()
