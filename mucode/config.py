@@ -102,8 +102,9 @@ class RolloutConfig(_Section):
     """`vllm` engine: GPUs per model replica."""
     data_parallel_size: int = Field(1, ge=1)
     """`vllm` engine: model replicas."""
-    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
-    """`vllm` engine: fraction of GPU memory it may take."""
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    """`vllm` engine: fraction of the GPU's total memory it may take (weights + KV cache); the trainer's
+    state steps aside to host memory while it runs, so 0.9 fits."""
     seed: int = 0
     """Sampling seed (offset by the stage index)."""
 
