@@ -41,6 +41,18 @@ def _wait_for(cond: Callable[[], bool], what: str, limit_s: float = 60) -> None:
         time.sleep(0.05)
 
 
+def _read_request(conn: socket.socket) -> None:
+    """Reads one whole HTTP request (headers and Content-Length body): closing a socket with unread
+    data would reset the connection instead of answering."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: *(\d+)", head, re.I).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += conn.recv(65536)
+
+
 def _raw(url: str, path: str, obj: object) -> httpx.Response:
     """POST with ASCII JSON escapes, so lone surrogates travel as ``\\udXXX`` (valid JSON text)."""
     return httpx.post(f"{url}{path}", content=json.dumps(obj).encode(), timeout=60,
@@ -139,7 +151,7 @@ def test_every_client_send_has_an_outer_limit() -> None:
     def trickle() -> None:
         conn, _ = server.accept()
         with conn:
-            conn.recv(65536)
+            _read_request(conn)
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n")
             while not stop.wait(0.2):
                 try:
@@ -171,7 +183,7 @@ def test_a_200_that_is_not_the_services_answer_is_an_infrastructure_error() -> N
         for _ in range(2):
             conn, _ = server.accept()
             with conn:
-                conn.recv(65536)
+                _read_request(conn)
                 conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nconnection: close\r\n"
                              b"content-length: %d\r\n\r\n%s" % (len(page), page))
 
