@@ -86,6 +86,12 @@ class ParkedState:
     entries: list[tuple[torch.UntypedStorage, torch.device, torch.Tensor]] = field(default_factory=list)
     parked_bytes: int = 0
 
+    def extend(self, other: ParkedState) -> None:
+        """Take over ``other``'s parked storages (restored together)."""
+        self.entries += other.entries
+        self.parked_bytes += other.parked_bytes
+        other.entries = []
+
     def restore(self) -> None:
         devices = set()
         for storage, device, host in self.entries:

@@ -117,6 +117,18 @@ def merge_rank_stores(store_dir: Path, *, stage: int, world_size: int, expected_
     return manifest
 
 
+def _check_layout(store_dir: Path, world: int) -> None:
+    """An unfinished stage must be resumed with the number of ranks that started it."""
+    if StageStore.is_complete(store_dir):
+        return
+    ranks = sorted(int(p.name.removeprefix("rank-")) for p in store_dir.glob("rank-[0-9][0-9]") if p.is_dir())
+    started_alone = (store_dir / "manifest.json").exists()
+    if (world > 1 and started_alone) or (world == 1 and ranks) or (ranks and ranks[-1] >= world):
+        by = "one process" if started_alone else f"torchrun with {ranks[-1] + 1}+ ranks"
+        raise StoreError(f"{store_dir} was started by {by}; finish it with the same number of ranks, "
+                         f"or delete {store_dir} to regenerate the stage")
+
+
 class StageRollout:
     """Runs phase 1–2 of each stage for the loop; holds a long-lived engine when weights sync in memory."""
 
@@ -140,9 +152,7 @@ class StageRollout:
         info, world = self.info, self.info.world_size
         mine = [p for p in prompts if p[0] % world == info.rank]
         target = store_dir if world == 1 else rank_store(store_dir, info.rank)
-        if world > 1 and (store_dir / "manifest.json").exists() and not StageStore.is_complete(store_dir):
-            raise StoreError(f"{store_dir} was started by a single-process run; finish it with one process "
-                             f"(no torchrun) or delete {store_dir} to regenerate it")
+        _check_layout(store_dir, world)
         if not StageStore.is_complete(target):
             writer = self._writer(target, stage, len(mine), policy_path)
             stats = self._generate(stage, mine, writer, pipeline, policy_path, show_progress)
@@ -175,9 +185,9 @@ class StageRollout:
         rescore = self._rescorer() if cfg.algo.recompute_behaviour_logprobs else None
         keep_params = self.shares_weights or rescore is not None
         if self.weight_sync == "memory" and cfg.rollout.engine == "vllm":
-            parked = step_aside(model, self.optimizer, params=False)
+            parked = step_aside(model, self.optimizer, params=False)  # room for the engine's weights
             self._push_weights()
-            parked.entries += step_aside(model, self.optimizer, params=True).entries
+            parked.extend(step_aside(model, self.optimizer, params=not keep_params))
         else:
             parked = step_aside(model, self.optimizer, params=not keep_params)
         held = held_bytes(model, self.optimizer)

@@ -97,3 +97,20 @@ def test_two_gloo_ranks_generate_data_parallel_and_resume_after_sigkill(
     assert summary["totals"]["updates"] == 8
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' not in x]
     assert [r["update"] for r in rows] == list(range(1, 9))
+
+
+def test_an_unfinished_stage_must_resume_with_the_same_number_of_ranks(tmp_path: Path) -> None:
+    from mucode.train.rollout_runner import _check_layout
+    from mucode.train.store import StageWriter, StoreError
+
+    alone = tmp_path / "alone"
+    StageWriter.create(alone, stage=0, expected_groups=4)
+    _check_layout(alone, 1)
+    with pytest.raises(StoreError, match="started by one process.*same number of ranks"):
+        _check_layout(alone, 2)
+    ranked = tmp_path / "ranked"
+    for rank in (0, 1):
+        StageWriter.create(ranked / f"rank-{rank:02d}", stage=0, expected_groups=2)
+    _check_layout(ranked, 2)
+    with pytest.raises(StoreError, match="torchrun with 2"):  # one process where two ranks started it
+        _check_layout(ranked, 1)
