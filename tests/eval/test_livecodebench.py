@@ -40,15 +40,19 @@ MEAN_WRONG = "n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(
 
 
 def test_release_tags_are_cumulative_over_the_release_files() -> None:
-    assert release_files("v1") == ["test.jsonl"]
+    assert release_files("v1") == ["test.jsonl"] and release_files("v5") == ["test5.jsonl"]
     assert release_files("release_v3") == ["test.jsonl", "test2.jsonl", "test3.jsonl"]
-    assert release_files("v6")[-1] == "test6.jsonl" and release_files("release_latest") == release_files("v6")
-    with pytest.raises(ValueError, match="valid: v1"):
+    assert release_files("v2_v4") == ["test2.jsonl", "test3.jsonl", "test4.jsonl"]
+    assert release_files("release_latest") == release_files("release_v6") == release_files("v1_v6")
+    with pytest.raises(ValueError, match="valid: release_v1"):
         release_files("v9")
-    assert [p.question_id for p in load_livecodebench("v1", source=LCB_DIR)] == ["abc900_a", "9001"]
-    assert [p.question_id for p in load_livecodebench("v2", source=LCB_DIR)] == ["abc900_a", "9001", "1950Z"]
+    assert [p.question_id for p in load_livecodebench("release_v1", source=LCB_DIR)] == ["abc900_a", "9001"]
+    assert [p.question_id for p in load_livecodebench("v2", source=LCB_DIR)] == ["1950Z"]
+    both = ["abc900_a", "9001", "1950Z"]
+    assert [p.question_id for p in load_livecodebench("release_v2", source=LCB_DIR)] == both
+    assert [p.question_id for p in load_livecodebench("v1_v2", source=LCB_DIR)] == both
     with pytest.raises(Exception, match="test3.jsonl"):
-        load_livecodebench("v3", source=LCB_DIR)
+        load_livecodebench("release_v3", source=LCB_DIR)
 
 
 @pytest.mark.usefixtures("hub_offline")
@@ -60,15 +64,15 @@ def test_hub_source_offline_fails_with_the_offline_recipe() -> None:
 
 
 def test_date_window_keeps_contests_inside_it() -> None:
-    ids = [p.question_id for p in load_livecodebench("v2", source=LCB_DIR, start_date="2023-09-01")]
+    ids = [p.question_id for p in load_livecodebench("release_v2", source=LCB_DIR, start_date="2023-09-01")]
     assert ids == ["9001", "1950Z"]
-    ids = [p.question_id for p in load_livecodebench("v2", source=LCB_DIR, end_date="2023-09-03")]
+    ids = [p.question_id for p in load_livecodebench("release_v2", source=LCB_DIR, end_date="2023-09-03")]
     assert ids == ["abc900_a", "9001"]  # the end date includes its whole day
-    assert load_livecodebench("v2", source=LCB_DIR, start_date="2025-01-01") == []
+    assert load_livecodebench("release_v2", source=LCB_DIR, start_date="2025-01-01") == []
 
 
 def test_private_tests_decode_from_plain_and_compressed_json() -> None:
-    sum_pairs, two_sum, mean = load_livecodebench("v2", source=LCB_DIR)
+    sum_pairs, two_sum, mean = load_livecodebench("release_v2", source=LCB_DIR)
     assert [t.output for t in sum_pairs.private_tests] == ["0\n", "30\n0\n15\n"]  # compressed
     assert [t.input for t in two_sum.private_tests] == ["[3, 2, 4]\n6", "[1, 5, 5]\n10"]  # plain JSON
     assert len(mean.tests) == 3 and mean.tests[0].output == "1.500000\n"
@@ -88,7 +92,7 @@ def test_compressed_tests_holding_objects_are_refused() -> None:
 
 
 def test_chat_prompt_is_livecodebench_layout() -> None:
-    sum_pairs, two_sum, _ = load_livecodebench("v2", source=LCB_DIR)
+    sum_pairs, two_sum, _ = load_livecodebench("release_v2", source=LCB_DIR)
     messages = build_prompt(sum_pairs, "chat")
     assert messages[0] == {"role": "system", "content": SYSTEM_MESSAGE_GENERIC}
     user = messages[1]["content"]
@@ -128,7 +132,7 @@ def test_prompts_equal_livecodebench_runner_prompts(ours: str, upstream: str) ->
     spec.loader.exec_module(module)
     format_prompt_generation = module.format_prompt_generation
 
-    for problem in load_livecodebench("v2", source=LCB_DIR):
+    for problem in load_livecodebench("release_v2", source=LCB_DIR):
         theirs = format_prompt_generation(
             SimpleNamespace(question_content=problem.content, starter_code=problem.starter_code),
             LMStyle(upstream),
@@ -144,7 +148,7 @@ def test_code_is_taken_from_the_last_fenced_block() -> None:
 
 
 def test_items_carry_all_tests_the_header_and_the_livecodebench_checker() -> None:
-    sum_pairs, two_sum, _ = load_livecodebench("v2", source=LCB_DIR)
+    sum_pairs, two_sum, _ = load_livecodebench("release_v2", source=LCB_DIR)
     item = lcb_item(two_sum, TWO_SUM_OK)
     assert repr(LCB_IMPORT_HEADER) in item["response"] and repr(TWO_SUM_OK) in item["response"]
     assert "_FN_NAME = 'twoSum'" in item["response"]
@@ -165,7 +169,7 @@ def test_correct_solutions_score_1_and_wrong_ones_0(code_verifier: VerifierOptio
         "1950Z": [fence(MEAN_OK), fence(MEAN_WRONG), fence("```")],
     }
     report = evaluate_livecodebench(
-        SamplesSource(samples), release="v2", data_dir=LCB_DIR, verifier=code_verifier, run_dir=tmp_path
+        SamplesSource(samples), release="release_v2", data_dir=LCB_DIR, verifier=code_verifier, run_dir=tmp_path
     )["livecodebench"]
     assert report["infra_errors"] == 0, report["statuses"]
     assert report["n_correct"] == 4, report["statuses"]  # 1 + 2 + 1
