@@ -110,9 +110,13 @@ print(json.dumps({"wall": time.perf_counter() - t0, "pass@1": sum(passed) / len(
 
 
 def upstream_lcb(tests: list[dict[str, str]], samples: int, workers: int) -> dict[str, Any]:
-    io = json.dumps({"inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests], "fn_name": None})
+    io = json.dumps(
+        {"inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests], "fn_name": None}
+    )
     job = json.dumps({"io": io, "codes": lcb_codes(samples), "workers": workers})
-    done = subprocess.run([sys.executable, "-c", _LCB_GRADER], input=job, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _LCB_GRADER], input=job, capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -174,7 +178,9 @@ print(json.dumps({"wall": time.perf_counter() - t0, "correct": sum(verdicts)}))
 
 def upstream_evalplus(data: Path, samples: int, workers: int) -> dict[str, Any]:
     job = json.dumps({"data": str(data), "codes": evalplus_codes(samples), "workers": workers})
-    done = subprocess.run([sys.executable, "-c", _EVALPLUS_GRADER], input=job, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _EVALPLUS_GRADER], input=job, capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -167,7 +167,10 @@ def run_task(
     say = progress or (lambda _msg: None)
     manifest: dict[str, Any] = {"benchmark": task.name, **task.fingerprint()}
     if isinstance(source, EngineSource):
-        manifest["generation"] = {**source.fingerprint, **({"stop": list(source.stop)} if source.stop else {})}
+        manifest["generation"] = {
+            **source.fingerprint,
+            **({"stop": list(source.stop)} if source.stop else {}),
+        }
     else:
         manifest["generation"] = "samples file"
     store = RunStore(Path(run_dir) / task.name if run_dir is not None else None, manifest)

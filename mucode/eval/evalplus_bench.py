@@ -376,5 +376,11 @@ def _evaluate_one(
         memory_limit_mb=memory_limit_mb,
     )
     return run_task(
-        task, this_source, samples_per_problem, verifier=verifier, run_dir=run_dir, progress=progress, collect=collect
+        task,
+        this_source,
+        samples_per_problem,
+        verifier=verifier,
+        run_dir=run_dir,
+        progress=progress,
+        collect=collect,
     )

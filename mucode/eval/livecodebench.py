@@ -189,11 +189,20 @@ def evaluate_livecodebench(
             f"no LiveCodeBench problems in release {release} between {start_date} and {end_date}"
         )
     task = LiveCodeBenchTask(
-        chosen, prompt_style=prompt_style_name(prompt_style), time_limit_s=time_limit_s, sample_kind=sample_kind
+        chosen,
+        prompt_style=prompt_style_name(prompt_style),
+        time_limit_s=time_limit_s,
+        sample_kind=sample_kind,
     )
     if not isinstance(source, EngineSource | SamplesSource):
         source = EngineSource(source, tokenizer)
     with verifier_session(verifier, ["code"]) as session:
         return run_task(
-            task, source, samples_per_problem, verifier=session, run_dir=run_dir, progress=progress, collect=collect
+            task,
+            source,
+            samples_per_problem,
+            verifier=session,
+            run_dir=run_dir,
+            progress=progress,
+            collect=collect,
         )

@@ -180,7 +180,9 @@ def test_evaluate_benchmarks_for_the_trainer(tiny: tuple[Any, Any], math_data: P
     assert set(report) == {"aime24", "livecodebench_v1"}
     assert report["aime24"]["n_problems"] == 3 and report["livecodebench_v1"]["n_problems"] == 2
     manifest = json.loads((tmp_path / "run" / "aime24" / "manifest.json").read_text())
-    assert manifest["template"]["prefix"] == "Please solve the following math problem: "  # the paper protocol's
+    assert (
+        manifest["template"]["prefix"] == "Please solve the following math problem: "
+    )  # the paper protocol's
     assert "stop" not in manifest["generation"] and manifest["generation"]["protocol"] == "paper"
     lcb = json.loads((tmp_path / "run" / "livecodebench" / "manifest.json").read_text())
     assert lcb["prompt_style"] == "chat" and lcb["generation"]["stop"] == ["###"]

@@ -169,7 +169,11 @@ def test_correct_solutions_score_1_and_wrong_ones_0(code_verifier: VerifierOptio
         "1950Z": [fence(MEAN_OK), fence(MEAN_WRONG), fence("```")],
     }
     report = evaluate_livecodebench(
-        SamplesSource(samples), release="release_v2", data_dir=LCB_DIR, verifier=code_verifier, run_dir=tmp_path
+        SamplesSource(samples),
+        release="release_v2",
+        data_dir=LCB_DIR,
+        verifier=code_verifier,
+        run_dir=tmp_path,
     )["livecodebench"]
     assert report["infra_errors"] == 0, report["statuses"]
     assert report["n_correct"] == 4, report["statuses"]  # 1 + 2 + 1
