@@ -198,6 +198,9 @@ class TrainConfig(_Section):
     vllm: sleep mode + in-place load); no per-stage export, checkpoints only every `checkpoint_every`
     updates (and at the end). `auto`: memory when stages are shorter than `checkpoint_every` and the
     engine can take weights in memory, else disk."""
+    keep_policies: int | None = Field(None, ge=1)
+    """Keep only the newest this-many exported policies (policy/stage-K and the evaluated policy/update-N),
+    plus the best evaluated one and the current stage's β; older ones are deleted. None: keep all."""
 
 
 class VerifierConfig(_Section):
@@ -222,10 +225,16 @@ class EvalConfig(_Section):
     """Samples per problem; None: the benchmark's default (AIME 16, others 4)."""
     limit: int | None = Field(None, ge=1)
     """Evaluate only the first this-many problems of each benchmark (smoke runs; not comparable with papers)."""
+    protocol: str | None = None
+    """A named protocol of `mucode.eval.protocols` (e.g. `paper`): sampling, response budget (at the run's
+    context, prompt + response), prompt and samples per problem. None: `temperature`, `top_p` and
+    `rollout.max_response_tokens` below, the evaluators' default prompts."""
     temperature: float = Field(0.6, gt=0)
-    """Sampling temperature of the evaluation during training."""
+    """Sampling temperature of the evaluation during training (without `protocol`)."""
     top_p: float = Field(0.95, gt=0, le=1)
-    """Nucleus sampling of the evaluation during training."""
+    """Nucleus sampling of the evaluation during training (without `protocol`)."""
+    select_metric: str = "pass@1"
+    """The best evaluated policy (best.json, policy/best) has the highest mean of this over `benchmarks`."""
 
 
 TASK_PROMPTS_PER_UPDATE: dict[str, int] = {"math": 32, "code": 16}

@@ -40,9 +40,9 @@ from mucode.train.distributed import (
     init_distributed,
     load_optimizer_state,
     optimizer_state,
-    unwrap,
     wrap_model,
 )
+from mucode.train.evaluation import Evaluator, prune_policies
 from mucode.train.logger import MetricsLogger
 from mucode.train.optimize import Updater, make_optimizer
 from mucode.train.policy import load_policy, resolve_model_path
@@ -106,11 +106,6 @@ def run_training(
     b = cfg.batch
     prompts_per_stage = b.prompts_per_update * b.updates_per_stage
 
-    if cfg.eval.benchmarks and info.enabled:
-        raise ValueError(
-            "evaluation during training (eval.benchmarks) runs in single-process runs only; under torchrun "
-            "leave eval.benchmarks empty and run `mucode eval … --model RUN_DIR/policy/stage-K` on the saved policies"
-        )
     if cfg.train.cpu_threads is not None:
         torch.set_num_threads(cfg.train.cpu_threads)
     _seed_everything(cfg.train.seed)
@@ -167,6 +162,7 @@ def run_training(
     )
     updater = Updater(model, optimizer, scheduler, cfg, info, pad_token_id=_pad_id(tokenizer))
     rollout = StageRollout(cfg, info, model, optimizer, tokenizer)  # engines, state aside, ranks' stores
+    evaluator = Evaluator(cfg, run_dir, info)  # every train.eval_every updates; keeps policies, marks the best
 
     def checkpoint() -> None:
         model_state = full_state_dict(model)
@@ -204,7 +200,7 @@ def run_training(
                 store = StageStore.open(store_dir)  # checksums verified: a corrupt store stops here
 
                 # ── 3. optimize: μ minibatches of B_mini groups streamed from the store ───────────
-                opt_start = time.perf_counter()
+                opt_start, eval_before = time.perf_counter(), evaluator.seconds
                 data_seed = cfg.train.seed * 1_000_003 + k
                 remaining = b.updates_per_stage - state.update_in_stage
                 bar = tqdm(total=b.updates_per_stage, initial=state.update_in_stage, desc=f"stage {k} optimize",
@@ -224,17 +220,23 @@ def run_training(
                                     veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}", refresh=False)
                     if state.global_update % cfg.train.checkpoint_every == 0 and state.update_in_stage < b.updates_per_stage:
                         checkpoint()
-                    if cfg.train.eval_every and state.global_update % cfg.train.eval_every == 0:
-                        _evaluate(cfg, model, tokenizer, run_dir, urls, state.global_update, metrics_log)
+                    if evaluator.due(state.global_update):
+                        evaluator.run(model, tokenizer, urls, state.global_update, metrics_log,
+                                      since_start=state.times.get("time/total", 0.0) + time.perf_counter() - stage_start,
+                                      eval_so_far=state.times.get("time/eval", 0.0) + evaluator.seconds - eval_before)
                 bar.close()
                 if remaining > 0 and state.update_in_stage != b.updates_per_stage:
                     raise RuntimeError(f"stage {k} ended after {state.update_in_stage} updates, expected {b.updates_per_stage}")
-                stage_times["time/optimize"] = time.perf_counter() - opt_start
+                stage_times["time/eval"] = evaluator.seconds - eval_before
+                stage_times["time/optimize"] = time.perf_counter() - opt_start - stage_times["time/eval"]
 
                 # ── 4. hand over: β_{k+1} (HF export, or in memory for short stages); checkpoint if due ─
                 hand_start = time.perf_counter()
                 checkpoint_due = rollout.hand_over(k, run_dir / "policy" / f"stage-{k:04d}", state.global_update)
                 stage_times["time/handover"] = time.perf_counter() - hand_start
+                if info.is_main:
+                    prune_policies(run_dir / "policy", cfg.train.keep_policies, b.updates_per_stage,
+                                   {f"update-{evaluator.best['update']:07d}"} if evaluator.best else set())
                 stage_times["time/total"] = time.perf_counter() - stage_start
                 record = _stage_record(k, store, state, stage_times, rollout_metrics, recent_rewards)
                 state.stage_times = [r for r in state.stage_times if r["stage"] != k] + [record]
@@ -250,9 +252,11 @@ def run_training(
 
             # ── after the last stage: evaluation (unless the last update was just evaluated) ──────────
             last = state.global_update
-            if cfg.eval.benchmarks and not (cfg.train.eval_every and last % cfg.train.eval_every == 0) \
-                    and not (run_dir / "eval" / f"update-{last:07d}" / "report.json").exists():
-                _evaluate(cfg, model, tokenizer, run_dir, urls, last, metrics_log)
+            if cfg.eval.benchmarks and not evaluator.due(last) and not evaluator.done(last):
+                before = evaluator.seconds
+                evaluator.run(model, tokenizer, urls, last, metrics_log, since_start=state.times.get("time/total", 0.0),
+                              eval_so_far=state.times.get("time/eval", 0.0))
+                state.times["time/eval"] = state.times.get("time/eval", 0.0) + evaluator.seconds - before
 
             # ── after the last stage: the final policy's own rollouts (train.final_rollout_prompts) ─
             if _final_pending(cfg, run_dir):
@@ -284,41 +288,6 @@ def run_training(
         print("\n" + text, flush=True)
         summary = {"stages": state.stage_times, "totals": totals}
     return RunResult(run_dir=run_dir, state=state, summary=summary)
-
-
-def _evaluate(cfg: MucodeConfig, model: torch.nn.Module, tokenizer: Any, run_dir: Path, urls: list[str],
-              update: int, metrics_log: MetricsLogger | None) -> dict[str, float]:
-    """Evaluate the current weights on ``eval.benchmarks`` with the evaluators' own code
-    (`mucode.eval.evaluate_benchmarks`), through the run's verifier. Samples and verdicts are cached
-    under ``eval/update-N`` so a resumed run does not redo a finished evaluation."""
-    from mucode.eval import evaluate_benchmarks, metrics_from_report
-    from mucode.eval.judge import VerifierOptions
-    from mucode.rollout.hf import HFEngine
-
-    e, r = cfg.eval, cfg.rollout
-    out_dir = run_dir / "eval" / f"update-{update:07d}"
-    model.eval()
-    engine = HFEngine(unwrap(model), tokenizer, temperature=e.temperature, top_p=e.top_p,
-                      max_new_tokens=r.max_response_tokens, seed=cfg.train.seed + update, batch_size=r.batch_size)
-    try:
-        report = evaluate_benchmarks(
-            e.benchmarks, engine, tokenizer, data_dir=e.data_dir, samples_per_problem=e.samples_per_problem,
-            verifier=VerifierOptions(urls=list(urls), token=cfg.verifier.token, timeout_s=cfg.verifier.timeout_s,
-                                     max_retries=cfg.verifier.max_retries),
-            run_dir=out_dir, limit=e.limit,
-            fingerprint={"run": str(run_dir), "update": update, "temperature": e.temperature, "top_p": e.top_p},
-        )
-    finally:
-        engine.close()
-        model.train()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
-    metrics = metrics_from_report(report)
-    if metrics_log is not None:
-        metrics_log.log_event("eval", {**metrics, "update": update})
-    print(f"eval at update {update}: " + ", ".join(f"{k}={v:.3f}" for k, v in metrics.items() if k.endswith("pass@1")),
-          flush=True)
-    return metrics
 
 
 def _final_dir(run_dir: Path) -> Path:

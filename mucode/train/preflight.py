@@ -10,6 +10,7 @@ directory as it found it (so the corrected command is not refused as "already ho
 - the context: ``data.max_prompt_tokens + rollout.max_response_tokens`` must fit the model's
   positions (``max_position_embeddings`` of its ``config.json``; a Hub model not in the local cache
   is not checked, and a note says so);
+- evaluation: the benchmarks exist and ``eval.protocol`` is defined for them at the run's context;
 - prompts longer than ``data.max_prompt_tokens`` are dropped before the first stage and counted
   (never an error mid-run); a data set with no prompt left is refused.
 """
@@ -102,10 +103,21 @@ def _check_run_dir(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
         )
 
 
+def _check_eval(cfg: MucodeConfig) -> None:
+    from mucode.train.evaluation import eval_sampling
+
+    try:
+        eval_sampling(cfg)
+    except ValueError as err:
+        raise PreflightError(f"eval: {err} (eval.benchmarks={cfg.eval.benchmarks}, eval.protocol={cfg.eval.protocol}, "
+                             f"context {cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens})") from None
+
+
 def check_run(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
     """Every check on the config and the run directory that needs no model or data; writes nothing."""
     _check_run_dir(cfg, run_dir, resume)
     _check_context(cfg)
+    _check_eval(cfg)
 
 
 def drop_long_prompts(records: list[TaskRecord], tokenizer: Any, max_prompt_tokens: int) -> tuple[list[TaskRecord], int]:

@@ -1,0 +1,207 @@
+"""Evaluation during training: the paper's protocol, the policies it scores, and the best one.
+
+Every ``train.eval_every`` updates (and after the last update) the current weights are
+
+1. exported in Hugging Face format to ``policy/update-NNNNNNN`` (kept, subject to ``train.keep_policies``);
+2. evaluated on ``eval.benchmarks`` with the evaluators' own code (``mucode.eval.evaluate_benchmarks``)
+   and, with ``eval.protocol``, their named protocol (``mucode.eval.protocols``: sampling, response
+   budget at the run's context, prompt, samples per problem), through the run's verifier; samples,
+   verdicts and ``report.json`` go to ``eval/update-NNNNNNN`` (a resumed run reuses them);
+3. compared with the best so far by the mean of ``eval.select_metric`` over the benchmarks: the best is
+   recorded in ``best.json`` and ``policy/best`` (a relative symlink to its ``update-N`` directory).
+
+Each eval event (``metrics.jsonl``) carries ``time/since_start`` (wall-clock seconds of training so far,
+summed over invocations: finished stages plus the current one, evaluation included), ``time/eval_so_far``
+and ``time/train_since_start`` (the difference: what a time-to-accuracy comparison uses). The time spent
+evaluating is reported as ``time/eval``, apart from ``time/optimize``.
+
+Under torchrun every rank joins the export (a collective), then rank 0 evaluates the exported policy
+with the ``hf`` engine while the other ranks wait at a barrier (the process group's timeout must exceed
+an evaluation). Single-process, the ``hf`` engine shares the trainer's weights (no copy).
+
+Limits: with benchmarks of several kinds, the sampling of the first benchmark's kind is used for all.
+Time lost in a stage interrupted by a crash is not counted in ``time/since_start``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mucode.config import MucodeConfig
+from mucode.train.distributed import DistInfo, barrier, full_state_dict, unwrap
+
+__all__ = ["Evaluator", "eval_sampling", "prune_policies", "score"]
+
+
+def eval_sampling(cfg: MucodeConfig) -> tuple[float, float, int, str | None]:
+    """The evaluation's (temperature, top_p, max_new_tokens, protocol); raises ValueError for a protocol
+    that does not exist or is not stated for the run's context."""
+    from mucode.eval.dispatch import _kind
+    from mucode.eval.protocols import get_protocol
+
+    e = cfg.eval
+    kinds = [_kind(benchmark) for benchmark in e.benchmarks]  # an unknown name raises, naming the valid ones
+    if e.protocol is None or not kinds:
+        return e.temperature, e.top_p, cfg.rollout.max_response_tokens, None
+
+    context = cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens
+    chosen = None
+    for kind in kinds:
+        protocol = get_protocol(kind, e.protocol)
+        if protocol.context_tokens is not None:
+            protocol = protocol.with_context(context)
+        chosen = chosen or protocol
+    assert chosen is not None
+    s = chosen.sampling
+    return s.temperature, s.top_p, s.max_new_tokens, e.protocol
+
+
+def score(metrics: dict[str, float], benchmarks: list[str], metric: str) -> float:
+    """Mean of ``eval/<benchmark>/<metric>`` over ``benchmarks`` (NaN when one is missing)."""
+    values = [metrics.get(f"eval/{b}/{metric}", math.nan) for b in benchmarks]
+    return sum(values) / len(values) if values else math.nan
+
+
+def _update_of(path: Path, updates_per_stage: int) -> int:
+    kind, _, number = path.name.partition("-")
+    return int(number) if kind == "update" else (int(number) + 1) * updates_per_stage
+
+
+def prune_policies(policy_root: Path, keep: int | None, updates_per_stage: int, protect: set[str]) -> list[str]:
+    """Delete all but the newest ``keep`` policies under ``policy_root`` (never those named in ``protect``
+    nor the newest stage policy, β of the next stage); returns the names deleted."""
+    if keep is None or not policy_root.is_dir():
+        return []
+    exported = [p for p in policy_root.iterdir() if p.is_dir() and not p.is_symlink()
+                and p.name.partition("-")[0] in ("update", "stage") and not p.name.endswith(".tmp")]
+    exported.sort(key=lambda p: (_update_of(p, updates_per_stage), p.name))
+    stages = [p for p in exported if p.name.startswith("stage-")]
+    protected = set(protect) | ({stages[-1].name} if stages else set())
+    deleted = []
+    for path in exported[:-keep]:
+        if path.name not in protected:
+            shutil.rmtree(path)
+            deleted.append(path.name)
+    return deleted
+
+
+class Evaluator:
+    """Runs the evaluations of one training invocation and keeps their bookkeeping."""
+
+    def __init__(self, cfg: MucodeConfig, run_dir: Path, info: DistInfo) -> None:
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.info = info
+        self.seconds = 0.0
+        """Time spent evaluating in this invocation."""
+        self.temperature, self.top_p, self.max_new_tokens, self.protocol = eval_sampling(cfg)
+        best = run_dir / "best.json"
+        self.best: dict[str, Any] | None = json.loads(best.read_text()) if best.exists() else None
+
+    def due(self, update: int) -> bool:
+        every = self.cfg.train.eval_every
+        return bool(self.cfg.eval.benchmarks) and bool(every) and update % every == 0
+
+    def done(self, update: int) -> bool:
+        return (self.run_dir / "eval" / f"update-{update:07d}" / "report.json").exists()
+
+    def run(self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int, logger: Any,
+            since_start: float, eval_so_far: float) -> dict[str, float]:
+        """Export, evaluate (rank 0), keep the best; every rank must call it. Returns the eval metrics."""
+        start = time.perf_counter()
+        policy_dir = self.run_dir / "policy" / f"update-{update:07d}"
+        weights = full_state_dict(model)  # collective under torchrun
+        metrics: dict[str, float] = {}
+        if self.info.is_main:
+            from mucode.train.policy import save_policy
+
+            if not (policy_dir / "config.json").exists():
+                save_policy(unwrap(model), tokenizer, weights, policy_dir)
+            del weights
+            metrics = self._evaluate(model, tokenizer, urls, update, policy_dir)
+        else:
+            del weights
+        barrier(self.info)
+        elapsed = time.perf_counter() - start
+        self.seconds += elapsed
+        if self.info.is_main:
+            self._record(metrics, update, logger, since_start + elapsed, eval_so_far + elapsed)
+        return metrics
+
+    def _engine(self, model: torch.nn.Module, tokenizer: Any, update: int, policy_dir: Path) -> Any:
+        r = self.cfg.rollout
+        settings = dict(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
+                        seed=self.cfg.train.seed + update, batch_size=r.batch_size)
+        if not self.info.enabled:
+            from mucode.rollout.hf import HFEngine
+
+            return HFEngine(unwrap(model), tokenizer, **settings)  # type: ignore[arg-type]
+        from mucode.rollout.factory import make_engine
+
+        return make_engine("hf", str(policy_dir), dtype=self.cfg.model.dtype, device=str(self.info.device),
+                           **settings)  # type: ignore[arg-type]
+
+    def _evaluate(self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int,
+                  policy_dir: Path) -> dict[str, float]:
+        from mucode.eval import evaluate_benchmarks, metrics_from_report
+        from mucode.eval.judge import VerifierOptions
+
+        e, v = self.cfg.eval, self.cfg.verifier
+        out_dir = self.run_dir / "eval" / f"update-{update:07d}"
+        model.eval()
+        engine = self._engine(model, tokenizer, update, policy_dir)
+        try:
+            report = evaluate_benchmarks(
+                e.benchmarks, engine, tokenizer, data_dir=e.data_dir, samples_per_problem=e.samples_per_problem,
+                verifier=VerifierOptions(urls=list(urls), token=v.token, timeout_s=v.timeout_s, max_retries=v.max_retries),
+                run_dir=out_dir, limit=e.limit, protocol=self.protocol,
+                fingerprint={"run": str(self.run_dir), "update": update, "temperature": self.temperature,
+                             "top_p": self.top_p, "max_new_tokens": self.max_new_tokens},
+            )
+        finally:
+            engine.close()
+            model.train()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+        return metrics_from_report(report)
+
+    def _record(self, metrics: dict[str, float], update: int, logger: Any, since_start: float,
+                eval_so_far: float) -> None:
+        e = self.cfg.eval
+        value = score(metrics, e.benchmarks, e.select_metric)
+        times = {"time/since_start": since_start, "time/eval_so_far": eval_so_far,
+                 "time/train_since_start": since_start - eval_so_far}
+        is_best = not math.isnan(value) and (self.best is None or value > float(self.best["score"]))
+        if is_best:
+            self.best = {"update": update, "score": value, "metric": f"mean {e.select_metric} over "
+                         + ", ".join(e.benchmarks), "policy": f"policy/update-{update:07d}", **times,
+                         "metrics": metrics}
+            _write_json(self.run_dir / "best.json", self.best)
+            link = self.run_dir / "policy" / "best"
+            tmp = link.with_name("best.tmp")
+            if tmp.is_symlink() or tmp.exists():
+                tmp.unlink()
+            os.symlink(f"update-{update:07d}", tmp)
+            os.replace(tmp, link)
+        if logger is not None:
+            logger.log_event("eval", {**metrics, "update": update, "eval/score": value, "eval/is_best": is_best,
+                                      **times})
+        protect = {f"update-{self.best['update']:07d}"} if self.best else set()
+        prune_policies(self.run_dir / "policy", self.cfg.train.keep_policies, self.cfg.batch.updates_per_stage,
+                       protect)
+        shown = ", ".join(f"{k.removeprefix('eval/')}={v:.3f}" for k, v in metrics.items() if k.endswith(e.select_metric))
+        print(f"eval at update {update}: {shown}; score {value:.4f}{' (best so far)' if is_best else ''}", flush=True)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    os.replace(tmp, path)
