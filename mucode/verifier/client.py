@@ -11,6 +11,7 @@
   content hash, ``mucode.verifier.wire``) and cuts batches by bytes as well as by count, below
   ``max_request_bytes`` (default: ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default).
   An item too large for any request raises ``RequestTooLargeError`` before anything is sent.
+  A 413 that names smaller caps than the client's (headers) makes it adopt them and cut again.
 - Every send has an outer time limit (``timeout_s``), which the client tells the service
   (``X-Mucode-Timeout-S``) so that the service answers first, with ``verifier_error`` for the items it
   could not finish, instead of working on for a client that has already re-sent them. Bodies are streamed from the encoded items
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import random
 import threading
@@ -40,13 +42,24 @@ from mucode.verifier.batching import (
     cut,
     prepare,
 )
-from mucode.verifier.wire import CLIENT_TIMEOUT_HEADER, DEFAULT_MAX_REQUEST_BYTES
+from mucode.verifier.wire import (
+    CLIENT_TIMEOUT_HEADER,
+    DEFAULT_MAX_REQUEST_BYTES,
+    MAX_ITEMS_HEADER,
+    MAX_REQUEST_BYTES_HEADER,
+)
 
 __all__ = ["RequestTooLargeError", "VerifierClient", "VerifierRequestError"]
+
+logger = logging.getLogger(__name__)
 
 _INFRA = frozenset({"verifier_error", "sandbox_error"})
 _RETRY_CODES = frozenset({408, 429, 500, 502, 503, 504})
 T = TypeVar("T")
+
+
+class _Recut(Exception):
+    """A 413 told smaller caps than this client's: the batch is cut again below them."""
 
 
 def _default_max_request_bytes() -> int:
@@ -149,8 +162,14 @@ class VerifierClient:
         sem = asyncio.Semaphore(self.max_concurrency)
 
         async def one(batch: Batch) -> None:
-            async with sem:
-                out, ok = await self._post_batch(prepared, batch, items)
+            try:
+                async with sem:
+                    out, ok = await self._post_batch(prepared, batch, items)
+            except _Recut:  # raises RequestTooLargeError if one item cannot fit the server's cap
+                smaller = cut(prepared, items, batch.indices, batch_size=self.batch_size,
+                              max_bytes=self.max_request_bytes)
+                await asyncio.gather(*(one(b) for b in smaller))
+                return
             for i, r in zip(batch.indices, out, strict=True):
                 results[i] = r
             if not ok:
@@ -193,12 +212,29 @@ class VerifierClient:
                 elif response.status_code in _RETRY_CODES:
                     last_error = f"HTTP {response.status_code} from {url}: {response.text[:300]}"
                     wait = max(wait, min(self.max_backoff_s, _retry_after(response)))
+                elif response.status_code == 413 and self._learn_caps(response, url, prepared, batch):
+                    raise _Recut()
                 else:
                     raise _request_error(response)
             if attempt < self.max_retries:
                 await asyncio.sleep(wait)
         error = f"verifier unreachable after {self.max_retries + 1} attempts: {last_error}"
         return [_infra_result(items[i], error) for i in batch.indices], False
+
+    def _learn_caps(self, response: httpx.Response, url: str, prepared: Prepared, batch: Batch) -> bool:
+        """Adopts the caps a 413 tells when they are below this client's; True if ``batch`` (cut before
+        that, perhaps by a concurrent batch's 413) is over them and must be cut again."""
+        for header, attr in ((MAX_REQUEST_BYTES_HEADER, "max_request_bytes"), (MAX_ITEMS_HEADER, "batch_size")):
+            try:
+                cap = int(response.headers.get(header, "0"))
+            except ValueError:
+                continue
+            if 0 < cap < getattr(self, attr):
+                logger.warning("verifier %s takes at most %s=%d per request (this client had %d): cutting "
+                               "batches below it; set VerifierClient(%s=...) to match", url, attr, cap,
+                               getattr(self, attr), attr)
+                setattr(self, attr, cap)
+        return len(batch.indices) > self.batch_size or body_length(prepared, batch) > self.max_request_bytes
 
     def _backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)

@@ -9,6 +9,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mucode.verifier.wire import MAX_REQUEST_BYTES_HEADER
+
 __all__ = ["BodySizeLimit", "RequestMetrics"]
 
 
@@ -27,7 +29,8 @@ class BodySizeLimit:
     async def _reject(self, send: Send) -> None:
         body = self._message()
         await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (MAX_REQUEST_BYTES_HEADER.lower().encode(), str(self.max_bytes).encode())]})
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -25,6 +25,8 @@ from typing import Any
 
 __all__ = [
     "CLIENT_TIMEOUT_HEADER",
+    "MAX_ITEMS_HEADER",
+    "MAX_REQUEST_BYTES_HEADER",
     "DEFAULT_MAX_REQUEST_BYTES",
     "REF_KEY",
     "answer_within",
@@ -39,6 +41,10 @@ DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
 CLIENT_TIMEOUT_HEADER = "X-Mucode-Timeout-S"
 """Seconds the client will wait for this answer; the service answers before (``answer_within``)."""
+
+MAX_REQUEST_BYTES_HEADER = "X-Mucode-Max-Request-Bytes"
+MAX_ITEMS_HEADER = "X-Mucode-Max-Items-Per-Request"
+"""Sent with a 413: the service's caps, which the client then cuts below (it never raises its own)."""
 
 REF_KEY = "ref"
 """``spec.tests = {"ref": key}`` points at ``test_sets[key]`` of the same request."""

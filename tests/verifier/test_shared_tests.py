@@ -164,3 +164,23 @@ def test_bad_refs_are_422_before_any_work(math_url: str, test_sets: dict, ref: o
     r = httpx.post(f"{math_url}/v1/verify", json={"test_sets": test_sets, "items": [item]}, timeout=60)
     assert r.status_code == 422, r.text
     assert needle in "\n".join(r.json()["problems"])
+
+
+def test_the_client_learns_smaller_caps_from_a_413(math_url: str) -> None:
+    """The conftest service takes 50 items and 200 kB per request; the client starts at 64 items and
+    64 MiB, gets a 413 with the service's caps, and cuts below them: nothing fails, order kept."""
+    items = [{"id": str(i), "program": "math", "response": "y" * 5_000 + f"\\boxed{{{i % 2}}}",
+              "spec": {"answer": "1"}} for i in range(130)]
+    small = [{**item, "response": f"\\boxed{{{i % 2}}}"} for i, item in enumerate(items)]
+    client = VerifierClient(math_url, max_retries=0)
+    assert (client.batch_size, client.max_request_bytes) == (64, DEFAULT_MAX_REQUEST_BYTES)
+    try:
+        results = client.verify_sync(items)  # ~650 kB in batches of 64: over the bytes cap
+        assert (client.batch_size, client.max_request_bytes) == (64, 200_000)
+        results_small = client.verify_sync(small)  # 64 small items: over the items cap
+        assert (client.batch_size, client.max_request_bytes) == (50, 200_000)
+    finally:
+        client.close()
+    for got in (results, results_small):
+        assert [r["id"] for r in got] == [str(i) for i in range(130)]
+        assert [r["status"] for r in got] == ["correct" if i % 2 else "wrong_answer" for i in range(130)]

@@ -17,7 +17,7 @@ from mucode.verifier.core import QueueFullError, Verifier
 from mucode.verifier.deps import Authorized, VerifierDep
 from mucode.verifier.schemas import ErrorResponse, VerifyRequest, VerifyResponse
 from mucode.verifier.text import text_problems
-from mucode.verifier.wire import answer_within, resolve_test_sets
+from mucode.verifier.wire import MAX_ITEMS_HEADER, answer_within, resolve_test_sets
 
 router = APIRouter(tags=["verify"])
 
@@ -69,7 +69,8 @@ async def verify(
     if len(request.items) > limit:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, detail=(
             f"{len(request.items)} items in one request; the limit is {limit}: split the batch "
-            "(VerifierClient(batch_size=...)) or raise MUCODE_MAX_ITEMS_PER_REQUEST"))
+            "(VerifierClient(batch_size=...)) or raise MUCODE_MAX_ITEMS_PER_REQUEST"),
+            headers={MAX_ITEMS_HEADER: str(limit)})
     error = await asyncio.to_thread(_check, request, verifier)
     if error is not None:
         raise error
