@@ -37,7 +37,9 @@ def serve(
     try:
         settings = VerifierSettings(**overrides)
     except ValidationError as err:
-        typer.secho(f"invalid verifier settings:\n{err}", fg=typer.colors.RED, err=True)
+        lines = [(f"MUCODE_{'_'.join(map(str, e['loc'])).upper()}: " if e["loc"] else "")
+                 + e["msg"].removeprefix("Value error, ") for e in err.errors(include_url=False)]
+        typer.secho("invalid verifier settings: " + "; ".join(lines), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
     if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
         typer.secho(f"warning: serving on {settings.host} without a token; set MUCODE_TOKEN to require one",

@@ -53,3 +53,12 @@ def test_verify_reads_stdin_and_writes_stdout() -> None:
     assert result.exit_code == 0, result.output
     first = result.stdout.splitlines()[0]
     assert json.loads(first) == {"id": "x", "reward": 1.0, "status": "correct", "details": {"extracted": "42"}}
+
+
+def test_serve_names_the_bad_setting_in_one_line() -> None:
+    result = CliRunner().invoke(get_app(), ["serve", "--backend", "local"], env={"MUCODE_MAX_QUEUED_ITEMS": "1"})
+    assert result.exit_code == 2
+    assert result.output.startswith("invalid verifier settings: max_queued_items=1 is below max_items_per_request")
+    assert len(result.output.strip().splitlines()) == 1
+    result = CliRunner().invoke(get_app(), ["serve", "--backend", "local"], env={"MUCODE_PORT": "eighty"})
+    assert result.exit_code == 2 and "MUCODE_PORT: Input should be a valid integer" in result.output
