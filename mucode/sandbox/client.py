@@ -73,7 +73,7 @@ class Endpoint:
         except (OSError, asyncio.TimeoutError) as exc:
             raise ExecutorError(f"{self.name}: health socket unreachable: {exc!r}") from exc
         try:
-            await _send(writer, {"op": "ping"})
+            await asyncio.wait_for(_send(writer, {"op": "ping"}), timeout_s)
             reply = await asyncio.wait_for(_recv(reader), timeout_s)
         except (OSError, asyncio.TimeoutError, ValueError) as exc:
             raise ExecutorError(f"{self.name}: no health reply: {exc!r}") from exc
@@ -96,7 +96,9 @@ class Endpoint:
             raise ExecutorError(f"{self.name}: job socket unreachable: {exc!r}") from exc
         frames: list[dict] = []
         try:
-            await _send(writer, request)
+            # every send and receive has a deadline: an executor that stops reading (a large
+            # request to a stuck slot) cannot hold the caller for ever
+            await asyncio.wait_for(_send(writer, request), timeout_s)
             while True:
                 frame = await asyncio.wait_for(_recv(reader), timeout_s)
                 ev = frame.get("ev")
@@ -110,9 +112,9 @@ class Endpoint:
                 if len(frames) >= n_tests:
                     continue  # "done" follows
                 if keep_going(frame):
-                    await _send(writer, {"op": "next"})
+                    await asyncio.wait_for(_send(writer, {"op": "next"}), timeout_s)
                 else:
-                    await _send(writer, {"op": "stop"})
+                    await asyncio.wait_for(_send(writer, {"op": "stop"}), timeout_s)
                     return frames
         except asyncio.TimeoutError as exc:
             raise ExecutorError(f"{self.name}: no reply within {timeout_s:.0f} s") from exc
