@@ -181,7 +181,9 @@ def test_bad_code_spec_is_422(url: str) -> None:
                                     "(the function or Solution method to call)"]
 
 
-def test_killed_container_gives_sandbox_error_and_the_pool_recovers(url: str) -> None:
+def test_killed_container_jobs_are_rerun_and_the_pool_recovers(url: str) -> None:
+    """A container killed mid-job: its jobs are re-run once on a fresh slot (the sandbox backend's rule),
+    so every item still gets its real verdict, and the pool replaces the container."""
     # this service's containers (other pools of this test process, e.g. session fixtures, may be up too)
     victims = sorted(wait_ready(url, pool_size=4)["sandbox"]["executors"])
     assert len(victims) == 2 and set(victims) <= set(owned_containers()), victims
@@ -199,9 +201,7 @@ def test_killed_container_gives_sandbox_error_and_the_pool_recovers(url: str) ->
         subprocess.run(["docker", "kill", victims[0]], check=True, capture_output=True)
         thread.join(120)
     statuses = [r["status"] for r in box["r"].json()["results"]]
-    assert statuses.count("sandbox_error") == 2, statuses  # the two slots of the killed container
-    assert statuses.count("correct") == 2, statuses
-    assert all(r["reward"] == 0.0 for r in box["r"].json()["results"] if r["status"] == "sandbox_error")
+    assert statuses == ["correct"] * 4, statuses  # the killed container's two jobs ran again elsewhere
 
     ready = wait_ready(url, pool_size=4)
     assert ready["sandbox"]["replaced"] >= 1
