@@ -294,3 +294,26 @@ def test_known_differences_are_as_documented(
 ) -> None:
     ours, theirs = both[case.name + ("/call" if case.fn_name else "")]
     assert (ours, theirs) == (case.passes, theirs_expected)
+
+
+DOCKER_CASES = [
+    "exit_1_after_answer",
+    "huge_int_out",
+    "numpy",
+    "scipy",
+    "sortedcontainers",
+    "networkx",
+    "sleep_past_limit",
+]
+
+
+@pytest.mark.docker
+def test_the_docker_sandbox_gives_the_same_verdicts() -> None:
+    """The default backend of `mucode eval livecodebench` (the sandbox image) agrees too."""
+    from mucode.eval.judge import verifier_base_urls
+
+    cases = [c for c in STDIO if c.name in DOCKER_CASES]
+    assert len(cases) == len(DOCKER_CASES)
+    with verifier_base_urls(VerifierOptions(backend="docker"), ["code"]) as urls:
+        ours = mucode_verdicts(cases, VerifierOptions(urls=urls))
+    assert ours == [c.passes for c in cases], dict(zip([c.name for c in cases], ours, strict=True))
