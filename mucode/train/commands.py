@@ -1,4 +1,4 @@
-"""The trainer's commands: ``mucode train`` and ``mucode plot`` (``verl-config``: mucode.integrations).
+"""The trainer's commands: ``mucode train``, ``mucode plot``, ``mucode report`` (``verl-config``: mucode.integrations).
 
 Heavy imports (torch, transformers, matplotlib) happen inside the commands so ``mucode --help``
 stays fast.
@@ -77,6 +77,27 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (holds me
         typer.echo(str(p))
 
 
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories to compare (two give a time-to-accuracy ratio).")],
+    plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of accuracy against wall-clock "
+                                                   "(default: accuracy_vs_time.png in the first run directory).")] = None,
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="Print the table only.")] = False,
+) -> None:
+    """The paper's Table 1 for runs: accuracy at the best checkpoint, T_rollout, T_total, engine switches,
+    veto fraction per stage; for two runs, the time-to-accuracy ratio; a plot of accuracy against wall-clock."""
+    from mucode.train.report import load_run, plot_accuracy, render_report
+
+    try:
+        runs = [load_run(d) for d in run_dirs]
+    except (FileNotFoundError, ValueError) as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    typer.echo(render_report(runs))
+    if not no_plot:
+        typer.echo(f"plot: {plot_accuracy(runs, plot_path or run_dirs[0] / 'accuracy_vs_time.png')}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("train")(train)
     app.command("plot")(plot)
+    app.command("report")(report)

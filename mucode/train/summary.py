@@ -17,6 +17,7 @@ STAGE_COLUMNS: list[tuple[str, str, str]] = [
     ("time/rollout", "rollout s", "{:.1f}"),
     ("time/verify", "verify s", "{:.1f}"),
     ("time/optimize", "optimize s", "{:.1f}"),
+    ("time/eval", "eval s", "{:.1f}"),
     ("time/total", "total s", "{:.1f}"),
 ]
 
