@@ -155,3 +155,9 @@ def test_a_run_directory_made_with_other_settings(
     code, _, err = run(*base)
     assert code == 0, err
     assert_one_line_error(*run(*base, "--prompt-style", "base")[::2], "--run-dir")
+
+
+def test_usage_mistakes_are_one_line_too() -> None:
+    assert_one_line_error(*run("math", "--limit", "abc")[::2], "--limit", "mucode eval math --help")
+    assert_one_line_error(*run("nope")[::2], "nope", "mucode eval --help")
+    assert_one_line_error(*run("livecodebench", "--relase", "v1")[::2], "--relase", "--help")
