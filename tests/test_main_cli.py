@@ -58,3 +58,25 @@ def test_config_keys_documents_every_field() -> None:
         for key, sub in field.annotation.model_fields.items():
             assert f"{section}.{key} =" in out.stdout
             assert sub.description, f"{section}.{key} has no docstring"
+
+
+def test_config_show_composes_a_model_preset_with_an_algorithm_preset() -> None:
+    out = run("config", "show", "--config", "qwen2.5-coder-7b,grpo_mu4")
+    assert out.returncode == 0, out.stderr
+    for needle in ("path: Qwen/Qwen2.5-Coder-7B", "objective: grpo", "dual_clip_c: 3.0", "task: code",
+                   "prompts_per_update: 16", "updates_per_stage: 4", "eval_every: 200"):
+        assert needle in out.stdout, needle
+
+
+def test_train_refuses_a_context_longer_than_the_model_before_writing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    out = run("train", "--task", "math", "--config", "tiny", "--run-dir", str(run_dir),
+              "rollout.max_response_tokens=400")
+    assert out.returncode == 2, out.stderr
+    assert "256 + 400 = 656 tokens, but tiny has 512 positions" in out.stderr and "Traceback" not in out.stderr
+    assert not run_dir.exists()
+
+
+def test_report_is_a_command() -> None:
+    out = run("report", "--help")
+    assert out.returncode == 0 and "time-to-accuracy" in out.stdout
