@@ -26,6 +26,7 @@ def run_livecodebench(
     common: Any,
     protocol: Any,
     *,
+    revision: str | None = None,
     release: str | None,
     start_date: str | None,
     end_date: str | None,
@@ -68,12 +69,15 @@ def run_livecodebench(
             progress=say,
             sample_kind=kind,  # type: ignore[arg-type]
             collect=collected,
+            revision=revision,
         )
     finally:
         _close(source)
     data = {
         "livecodebench": {
-            "source": str(data_dir) if data_dir is not None else f"hf://datasets/{LCB_HUB_ID}@main",
+            "source": str(data_dir)
+            if data_dir is not None
+            else f"hf://datasets/{LCB_HUB_ID}@{revision or 'main'}",
             "release": release,
             "files": files,
             "start_date": start_date,

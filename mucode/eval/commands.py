@@ -26,13 +26,16 @@ from mucode.eval.cli_support import check_partial, fail, run_guarded, say
 
 __all__ = ["register"]
 
+
 class _OneLineUsageErrors(TyperGroup):
     """Usage mistakes (unknown command or option, a value of the wrong type) as one line, exit 2."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except typer.TyperException as err:  # typer's (vendored click's) UsageError and subclasses: exit code 2
+        except (
+            typer.TyperException
+        ) as err:  # typer's (vendored click's) UsageError and subclasses: exit code 2
             if getattr(err, "exit_code", None) != 2 or not hasattr(err, "format_message"):
                 raise
             where = getattr(getattr(err, "ctx", None), "command_path", None) or "mucode eval"
@@ -224,6 +227,10 @@ def livecodebench(
         Path | None,
         typer.Option("--data-dir", help="Directory with the release's test*.jsonl (default: the Hub)."),
     ] = None,
+    revision: Annotated[
+        str | None,
+        typer.Option("--revision", help="Hub revision (commit or tag) of the data set (default: main)."),
+    ] = None,
     prompt_style: Annotated[
         str | None,
         typer.Option(
@@ -267,7 +274,7 @@ def livecodebench(
             max_new_tokens=max_tokens,
         )
         run_livecodebench(
-            common, chosen, release=release, start_date=start_date, end_date=end_date, data_dir=data_dir,
+            common, chosen, revision=revision, release=release, start_date=start_date, end_date=end_date, data_dir=data_dir,
             prompt_style=prompt_style, limit=limit, n=samples_per_problem, upstream_dir=upstream_dir,
         )  # fmt: skip
 

@@ -170,6 +170,7 @@ def evaluate_livecodebench(
     sample_kind: Literal["response", "code"] = "response",
     time_limit_s: float = LCB_TIME_LIMIT_S,
     collect: dict[str, Collected] | None = None,
+    revision: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """LiveCodeBench report `{"livecodebench": {"pass@1": …, …, "by_difficulty": …, "by_platform": …}}`.
 
@@ -181,7 +182,7 @@ def evaluate_livecodebench(
         list(problems)
         if problems is not None
         else load_livecodebench(
-            release, source=data_dir, start_date=start_date, end_date=end_date, limit=limit
+            release, source=data_dir, start_date=start_date, end_date=end_date, limit=limit, revision=revision
         )
     )
     if not chosen:
