@@ -19,7 +19,8 @@ evalplus 0.3.1's rules (`evalplus/eval/__init__.py`):
   here the oracle decides, as it intends.
 
 It stops at the first failing input (evalplus's default fast check) and prints one line: the pass
-marker, or `FAIL <i>`/`ERROR …`. The verifier compares that line outside the sandbox.
+marker, or `FAIL <i>` / `ERROR <i> <exception or timeout>` (i = -1 while loading the code). The
+verifier compares that line outside the sandbox.
 
 Limit: the comparison runs in the sandboxed process next to the sample, as in evalplus and
 HumanEval; the ground truth is therefore inside the sandbox, and a program written to find it could.
@@ -131,6 +132,7 @@ def _main():
     sink = io.StringIO()
     sys.stdout, sys.stderr, sys.stdin = sink, sink, _NoInput()
     verdict = "MUCODE_EVALPLUS_PASS"
+    i = -1  # the input being run (-1: loading the code)
     try:
         namespace = {}
         deadline = time.monotonic() + _P["budget_s"]
@@ -152,9 +154,9 @@ def _main():
                 verdict = "FAIL %d" % i
                 break
     except _Timeout:
-        verdict = "ERROR timeout"
+        verdict = "ERROR %d timeout" % i
     except BaseException as err:
-        verdict = "ERROR " + type(err).__name__
+        verdict = "ERROR %d %s" % (i, type(err).__name__)
     sys.stdout = real_stdout
     real_stdout.write(verdict + "\n")
     real_stdout.flush()

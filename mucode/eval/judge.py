@@ -270,6 +270,9 @@ class StreamingJudge:
                         "reward": None if infra else float(result.get("reward", 0.0)),
                         "status": status,
                     }
+                    head = _last_stdout_head(result)
+                    if head:
+                        row["stdout_head"] = head
                     rows.append(row)
                     if infra and not last_round:
                         failed.append((part, sha))
@@ -284,6 +287,14 @@ class StreamingJudge:
             if not failed:
                 return
             pending = failed
+
+
+def _last_stdout_head(result: dict[str, Any]) -> str:
+    """The first line (≤ 200 characters) of the last test's stdout, kept with the verdict: enough to
+    say which input failed (EvalPlus's driver prints `FAIL <i>`), small enough for the cache."""
+    tests = (result.get("details") or {}).get("tests") or []
+    stdout = tests[-1].get("stdout") if tests and isinstance(tests[-1], dict) else None
+    return stdout.split("\n", 1)[0][:200] if isinstance(stdout, str) else ""
 
 
 def judge_parts(

@@ -12,7 +12,8 @@ LiveCodeBench (`lcb_runner/runner/custom_evaluator.py`):
 EvalPlus (`evalplus/evaluate.py`, 0.3.1): samples as it reads them (`read_evalplus_samples`), and
 `<samples>_eval_results.json`: `{"date", "hash", "eval": {task_id: [{"task_id", "solution",
 "base_status", "plus_status", "base_fail_tests", "plus_fail_tests"}]}}` with statuses `pass`,
-`fail`, `timeout` — `write_evalplus_results`. Limit: the failing inputs are not recorded (empty lists).
+`fail`, `timeout` — `write_evalplus_results`; `*_fail_tests` holds the input that failed (evalplus's
+fast check: the first failing one), empty when the code failed before any input ran, as there.
 """
 
 from __future__ import annotations
@@ -112,6 +113,22 @@ def _evalplus_status(status: str) -> str:
     return "pass" if status == "correct" else "timeout" if status == "time_limit" else "fail"
 
 
+def _failed_inputs(task: Any, pid: str, which: str, verdict: dict[str, Any]) -> list[Any]:
+    """evalplus's `*_fail_tests` with its fast check: the input that failed, wrongly, with an error or
+    out of time (the driver prints `FAIL <i>` / `ERROR <i> …`); empty when none ran (i = -1), as there."""
+    words = str(verdict.get("stdout_head", "")).split()
+    if verdict["status"] == "correct" or len(words) < 2 or words[0] not in ("FAIL", "ERROR"):
+        return []
+    inputs = task.evalplus_problems[pid][f"{which}_input"]
+    index = int(words[1]) if words[1].lstrip("-").isdigit() else -1
+    failed = [inputs[index]] if 0 <= index < len(inputs) else []
+    if task.dataset == "mbpp":
+        from evalplus.data.mbpp import mbpp_serialize_inputs
+
+        failed = mbpp_serialize_inputs(pid, failed)
+    return failed
+
+
 def write_evalplus_results(collected: Collected, path: str | Path, dataset_hash: str) -> Path:
     """Write evalplus's `*_eval_results.json` for one data set."""
     task: Any = collected.task
@@ -123,16 +140,15 @@ def write_evalplus_results(collected: Collected, path: str | Path, dataset_hash:
     for pid, responses in collected.responses.items():
         rows = []
         for i, response in enumerate(responses):
-            base = collected.verdicts[(pid, i, "base")]["status"]
-            plus = collected.verdicts[(pid, i, "plus")]["status"]
+            base, plus = collected.verdicts[(pid, i, "base")], collected.verdicts[(pid, i, "plus")]
             rows.append(
                 {
                     "task_id": pid,
                     "solution": task.solution(pid, response),
-                    "base_status": _evalplus_status(base),
-                    "plus_status": _evalplus_status(plus),
-                    "base_fail_tests": [],
-                    "plus_fail_tests": [],
+                    "base_status": _evalplus_status(base["status"]),
+                    "plus_status": _evalplus_status(plus["status"]),
+                    "base_fail_tests": _failed_inputs(task, pid, "base", base),
+                    "plus_fail_tests": _failed_inputs(task, pid, "plus", plus),
                 }
             )
         results["eval"][pid] = rows

@@ -104,6 +104,26 @@ def test_evalplus_sample_folder_in_and_eval_results_out(
     ]
     assert [(r["base_status"], r["plus_status"]) for r in rows["HumanEval/901"]] == [("pass", "fail")]
     assert rows["HumanEval/900"][0]["solution"] == solutions["HumanEval_900"][0]
+    # the failing inputs are evalplus's own (its fast check: the input its details stop at)
+    from evalplus.eval import untrusted_check
+
+    from mucode.eval.evalplus_bench import load_evalplus
+
+    problems, truth = load_evalplus("humaneval", override_path=humaneval)
+    for tid, samples in rows.items():
+        problem = problems[tid]
+        for row in samples:
+            for which in ("base", "plus"):
+                status, details = untrusted_check(
+                    "humaneval", row["solution"], problem[f"{which}_input"], problem["entry_point"],
+                    expected=truth[tid][which], atol=problem["atol"], ref_time=truth[tid][f"{which}_time"],
+                    fast_check=True,
+                )  # fmt: skip
+                theirs = (
+                    [] if status == "pass" or not details else [problem[f"{which}_input"][len(details) - 1]]
+                )
+                assert row[f"{which}_fail_tests"] == theirs, (tid, which)
+    assert rows["HumanEval/901"][0]["plus_fail_tests"] == [[[4, -1, 2]]]
     assert set(rows["HumanEval/901"][0]) == {
         "task_id", "solution", "base_status", "plus_status", "base_fail_tests", "plus_fail_tests"
     }  # fmt: skip
