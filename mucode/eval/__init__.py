@@ -1,6 +1,7 @@
 """Evaluators: LiveCodeBench pass@k, math pass@1 (five-benchmark average), HumanEval+/MBPP+.
 
 All of them verify through the verifier service (`mucode.verifier.client`), never in process.
+Named protocols (`get_protocol(kind, name)`) hold every setting a published number depends on.
 The trainer's periodic evaluation calls `evaluate_math` / `evaluate_livecodebench` /
 `evaluate_evalplus` (or `evaluate_benchmarks` by name) with its rollout engine and tokenizer.
 """
@@ -14,11 +15,14 @@ from mucode.eval.judge import VerifierOptions
 from mucode.eval.livecodebench import evaluate_livecodebench
 from mucode.eval.math_bench import MATH_BENCHMARKS, evaluate_math
 from mucode.eval.passk import pass_at_k, pass_at_k_table
+from mucode.eval.protocols import PROTOCOLS, Protocol, get_protocol, protocol_names
 from mucode.eval.report import format_table, metrics_from_report, write_report
 
 __all__ = [
     "MATH_BENCHMARKS",
+    "PROTOCOLS",
     "EngineSource",
+    "Protocol",
     "SamplesSource",
     "VerifierOptions",
     "evaluate_benchmarks",
@@ -26,8 +30,10 @@ __all__ = [
     "evaluate_livecodebench",
     "evaluate_math",
     "format_table",
+    "get_protocol",
     "metrics_from_report",
     "pass_at_k",
     "pass_at_k_table",
+    "protocol_names",
     "write_report",
 ]

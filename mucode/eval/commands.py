@@ -231,6 +231,12 @@ def livecodebench(
         str | None,
         typer.Option("--revision", help="Hub revision (commit or tag) of the data set (default: main)."),
     ] = None,
+    stop: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--stop", help="Stop string (repeatable; --stop '' for none). Default: the protocol's (###)."
+        ),
+    ] = None,
     prompt_style: Annotated[
         str | None,
         typer.Option(
@@ -272,6 +278,7 @@ def livecodebench(
             temperature=temperature,
             top_p=top_p,
             max_new_tokens=max_tokens,
+            stop=tuple(s for s in stop if s) if stop is not None else None,
         )
         run_livecodebench(
             common, chosen, revision=revision, release=release, start_date=start_date, end_date=end_date, data_dir=data_dir,

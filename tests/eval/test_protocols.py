@@ -72,3 +72,11 @@ def test_stop_strings_cut_the_response_before_the_first_one() -> None:
     assert cut_at_stop("a STOP b END", ("END", "STOP")) == "a "
     assert cut_at_stop("no stop here", ("###",)) == "no stop here"
     assert cut_at_stop("text", ()) == "text"
+
+
+def test_command_line_overrides_replace_single_fields() -> None:
+    from mucode.eval.commands import resolve_protocol
+
+    chosen = resolve_protocol("livecodebench", None, None, temperature=0.5, top_p=None, stop=())
+    assert chosen.sampling.temperature == 0.5 and chosen.sampling.top_p == 0.7 and chosen.sampling.stop == ()
+    assert chosen.samples_for("livecodebench") == 4 and chosen.name == "paper"
