@@ -48,7 +48,8 @@ CALL_ENTRY = "_mucode_lcb_call"
 _COMMON = r"""
 import ast, io, os, signal, sys, types
 
-sys.set_int_max_str_digits(50000)
+if hasattr(sys, "set_int_max_str_digits"):  # Python >= 3.11 (and 3.10.7+ / 3.9.14+ backports)
+    sys.set_int_max_str_digits(50000)
 
 
 class TimeoutException(Exception):
