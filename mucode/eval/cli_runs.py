@@ -143,7 +143,8 @@ def run_math(
     finally:
         _close(source)
     data = {b: math_data_source(b, data_dir) for b in names}
-    prompt = f"{template or protocol.prompt if instruction is None else 'instruction'}: {dataclasses.asdict(chosen)}"
+    label = "instruction" if instruction is not None else (template or protocol.prompt)
+    prompt = f"{label}: {dataclasses.asdict(chosen)}"
     report["meta"] = report_meta(protocol=protocol, sampling=protocol.sampling, prompt=prompt, data=data,
                                  model=common.model, samples=common.samples, engine=common.engine)  # fmt: skip
     common.finish(report, "Math pass@k")
