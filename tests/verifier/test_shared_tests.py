@@ -184,3 +184,45 @@ def test_the_client_learns_smaller_caps_from_a_413(math_url: str) -> None:
     for got in (results, results_small):
         assert [r["id"] for r in got] == [str(i) for i in range(130)]
         assert [r["status"] for r in got] == ["correct" if i % 2 else "wrong_answer" for i in range(130)]
+
+
+class _Spec:
+    """What the service resolves refs on: an object with a ``spec`` dict (the service's ``Item``)."""
+
+    def __init__(self, spec: dict) -> None:
+        self.spec = spec
+
+
+def test_bodies_are_exactly_their_announced_length_and_resolve_to_the_items() -> None:
+    """Content-Length is computed, not measured: every cut body must have exactly that many bytes, parse
+    as a request, and resolve (as the service does) to the caller's items, each test set sent once."""
+    import asyncio
+    import random
+
+    from mucode.verifier.batching import body
+    from mucode.verifier.wire import resolve_test_sets
+
+    rng = random.Random(7)
+    problems = [_big_tests(rng.randint(10, 5_000), rng.randint(1, 4), salt=c) for c in "pqrstu"]
+    items = [_code(f"i{k}", "é" * rng.randint(0, 3000) if k % 3 else WRONG, problems[rng.randrange(6)])
+             for k in range(60)]
+    items += [{"id": "m", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}]
+    prepared = prepare(items)
+
+    async def collect(batch) -> bytes:  # type: ignore[no-untyped-def]
+        return b"".join([chunk async for chunk in body(prepared, batch)])
+
+    for cap, size in ((30_000, 7), (60_000, 64), (10**7, 3)):
+        batches = cut(prepared, items, list(range(len(items))), batch_size=size, max_bytes=cap)
+        seen: list[int] = []
+        for batch in batches:
+            raw = asyncio.run(collect(batch))
+            assert len(raw) == body_length(prepared, batch) <= cap
+            request = json.loads(raw)
+            assert len(request["items"]) == len(batch.indices) <= size
+            assert len(request["test_sets"]) == len({prepared.refs[i] for i in batch.indices} - {None})
+            wire = [_Spec(it["spec"]) for it in request["items"]]
+            assert resolve_test_sets(wire, request["test_sets"]) == []
+            assert [w.spec for w in wire] == [items[i]["spec"] for i in batch.indices]
+            seen += batch.indices
+        assert sorted(seen) == list(range(len(items)))
