@@ -200,17 +200,21 @@ def test_a_200_that_is_not_the_services_answer_is_an_infrastructure_error() -> N
     assert "without a valid results list" in result["details"]["error"]
 
 
-SURROGATE_ITEMS = [
+MALFORMED_ITEMS = [
     ({"id": "a\ud800", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}, "items[0].id", "lone surrogate"),
     ({"program": "math", "response": "\\boxed{1}\udc00", "spec": {"answer": 1}}, "items[0].response", "lone surrogate"),
     ({"program": "math", "response": "\\boxed{1}", "spec": {"answer": "1\ud83d"}}, "items[0].spec.answer", "lone surrogate"),
     ({"program": "math", "response": "1", "spec": {"answer": 1, "k\udc00": 1}}, "items[0].spec.'k\\udc00'", "lone surrogate"),
     ({"program": "math", "response": "1", "spec": {"answer": 1}, "meta\ud800": 1}, "items[0]", "unicode string"),
+    ({"program": "math", "response": "1", "spec": {"answer": float("nan")}}, "items[0].spec.answer",
+     "nan is not a JSON number"),
+    ({"program": "math", "response": "1", "spec": {"answer": 1, "w": [float("-inf")]}}, "items[0].spec.w[0]",
+     "-inf is not a JSON number"),
 ]
 
 
-@pytest.mark.parametrize(("item", "where", "needle"), SURROGATE_ITEMS)
-def test_lone_surrogates_are_422_before_any_work(math_url: str, item: dict, where: str, needle: str) -> None:
+@pytest.mark.parametrize(("item", "where", "needle"), MALFORMED_ITEMS)
+def test_malformed_values_are_422_before_any_work(math_url: str, item: dict, where: str, needle: str) -> None:
     before = _metric(math_url, "verifier_items_total", '{program="math",status="correct"}')
     r = _raw(math_url, "/v1/verify", {"items": [item]})
     assert r.status_code == 422, r.text
