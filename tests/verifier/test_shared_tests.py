@@ -73,6 +73,24 @@ def test_ten_megabytes_of_tests_times_eight_samples_in_one_request(code_url: str
     assert _requests(code_url, "413") == 0
 
 
+def test_problems_over_the_default_cap_together_split_by_bytes(code_url: str) -> None:
+    """Six 12 MB problems (72 MB of distinct tests) in one call: over the default 64 MiB cap even with
+    each test set sent once, so the client needs two requests; results come back in order."""
+    problems = [_big_tests(12 * 1024 * 1024, 12, salt=c) for c in "abcdef"]
+    items = [_code(f"p{p}s{s}", CORRECT if (p, s) == (3, 1) else WRONG, problems[p]) for s in range(3) for p in range(6)]
+    before = _requests(code_url, "200")
+    client = VerifierClient(code_url, max_retries=0)
+    try:
+        results = client.verify_sync(items)
+    finally:
+        client.close()
+    assert [r["id"] for r in results] == [it["id"] for it in items]
+    assert [r["status"] for r in results] == [
+        "correct" if (p, s) == (3, 1) else "wrong_answer" for s in range(3) for p in range(6)]
+    assert _requests(code_url, "200") - before == 2
+    assert _requests(code_url, "413") == 0
+
+
 def test_interleaved_problems_far_over_the_cap_split_in_order(code_url: str) -> None:
     problems = [_big_tests(1_000_000, 4, salt=c) for c in "abcd"]
     items = [_code(f"p{p}s{s}", CORRECT if (p + s) % 2 else WRONG, problems[p]) for s in range(3) for p in range(4)]
