@@ -165,42 +165,22 @@ def generate_stage(
                 stats.reward_sum += s.reward
         bar.set_postfix(reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked, refresh=False)
 
+    def submit(group: list[Sample]) -> None:
+        slot = int(group[0].prompt_id)
+        if rescore is not None:  # algo.recompute_behaviour_logprobs: b from the trainer, not the engine
+            for sample, logprobs in zip(group, rescore(group), strict=True):
+                sample.behaviour_logprobs = logprobs
+        items: list[dict[str, Any]] = [
+            by_slot[slot].verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}") for s in group
+        ]
+        pipeline.submit(slot, items, payload=group)
+        bar.update(1)
+        for verdicts in pipeline.done():
+            store(verdicts)
+
     start = time.perf_counter()
-    submitted: set[int] = set()
     resends_before, busy_before = pipeline.resends, pipeline.busy_s
-    while True:
-        remaining = [p for p in todo if p[0] not in submitted]
-        if not remaining and stats.engine_starts > 0:
-            break
-        begin = time.perf_counter()
-        engine = engine_factory()
-        stats.engine_starts += 1
-        stats.times["time/engine_start"] = stats.times.get("time/engine_start", 0.0) + time.perf_counter() - begin
-        try:
-            for group in engine.generate([(str(slot), ids) for slot, _, ids in remaining], samples_per_prompt):
-                slot = int(group[0].prompt_id)
-                record = by_slot[slot]
-                if rescore is not None:  # algo.recompute_behaviour_logprobs: b from the trainer, not the engine
-                    for sample, logprobs in zip(group, rescore(group), strict=True):
-                        sample.behaviour_logprobs = logprobs
-                items: list[dict[str, Any]] = [
-                    record.verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}")
-                    for s in group
-                ]
-                pipeline.submit(slot, items, payload=group)
-                submitted.add(slot)
-                bar.update(1)
-                for verdicts in pipeline.done():
-                    store(verdicts)
-            break
-        except EngineError as err:
-            if stats.engine_starts > max_engine_restarts:
-                raise
-            logger.warning("stage %d: the engine failed (%s); starting a new one for the %d prompts left",
-                           stage, err, len(todo) - len(submitted))
-        finally:
-            engine.close()  # release the engine: its memory (and, for vllm, its process) goes
-            del engine
+    _run_engines(stage, engine_factory, todo, samples_per_prompt, submit, stats, max_engine_restarts)
     generated = time.perf_counter()
     stats.times["time/rollout"] = generated - start
     for verdicts in pipeline.drain():
@@ -210,3 +190,32 @@ def generate_stage(
     stats.resends = pipeline.resends - resends_before
     stats.times["verifier/busy_s"] = pipeline.busy_s - busy_before
     return stats
+
+
+def _run_engines(stage: int, engine_factory: Callable[[], RolloutEngine], todo: list[tuple[int, TaskRecord, list[int]]],
+                 samples_per_prompt: int, submit: Callable[[list[Sample]], None], stats: RolloutStats,
+                 max_engine_restarts: int) -> None:
+    """Generate ``todo`` with an engine from ``engine_factory``, handing each group to ``submit``; after an
+    :class:`EngineError` a new engine takes the prompts not yet submitted (at most ``max_engine_restarts``)."""
+    submitted: set[int] = set()
+    while True:
+        remaining = [p for p in todo if p[0] not in submitted]
+        if not remaining and stats.engine_starts > 0:
+            return
+        begin = time.perf_counter()
+        engine = engine_factory()
+        stats.engine_starts += 1
+        stats.times["time/engine_start"] = stats.times.get("time/engine_start", 0.0) + time.perf_counter() - begin
+        try:
+            for group in engine.generate([(str(slot), ids) for slot, _, ids in remaining], samples_per_prompt):
+                submit(group)
+                submitted.add(int(group[0].prompt_id))
+            return
+        except EngineError as err:
+            if stats.engine_starts > max_engine_restarts:
+                raise
+            logger.warning("stage %d: the engine failed (%s); starting a new one for the %d prompts left",
+                           stage, err, len(todo) - len(submitted))
+        finally:
+            engine.close()  # release the engine: its memory (and, for vllm, its process) goes
+            del engine
