@@ -61,3 +61,20 @@ def test_autocast_runs_the_forward_in_the_compute_dtype(small_policy: Path) -> N
     assert mixed.dtype == torch.bfloat16 and full.dtype == torch.float32
     assert not torch.equal(mixed.float(), full)  # a different arithmetic, not a relabelled one
     torch.testing.assert_close(mixed.float(), full, rtol=0.05, atol=0.05)
+
+
+def test_fsdp_policy_and_the_engine_hand_over_follow_the_two_dtypes(small_policy: Path) -> None:
+    from mucode.train.distributed import iter_full_tensors
+
+    mixed = Precision.from_names("float32", "bfloat16")
+    policy = mixed.fsdp_mixed_precision()
+    assert (policy.param_dtype, policy.reduce_dtype, policy.buffer_dtype) == (torch.bfloat16, torch.float32,
+                                                                              torch.bfloat16)
+    assert Precision.from_names("float32", "float32").fsdp_mixed_precision() is None
+    model, _ = load_policy(str(small_policy), dtype="float32", device=torch.device("cpu"))
+    pushed = dict(iter_full_tensors(model, mixed.compute))  # what an in-memory engine receives
+    state = model.state_dict()
+    assert pushed.keys() == state.keys()
+    for name, tensor in pushed.items():
+        assert tensor.dtype == torch.bfloat16
+        assert torch.equal(tensor, state[name].to(torch.bfloat16))
