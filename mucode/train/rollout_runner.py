@@ -175,8 +175,9 @@ class StageRollout:
             print(f"stage {stage}: finishing an interrupted store {path.name} "
                   f"({writer.groups_written}/{expected} groups kept)", flush=True)
             return writer
+        behaviour = str(policy_path) if self.weight_sync == "disk" or stage == 0 else f"in memory (after stage {stage - 1})"
         return StageWriter.create(path, stage=stage, expected_groups=expected, groups_per_shard=groups_per_shard,
-                                  meta={"policy": str(policy_path), "engine_starts": 1,
+                                  meta={"policy": behaviour, "engine_starts": 1,
                                         "rank": self.info.rank, "world_size": self.info.world_size})
 
     def _generate(self, stage: int, prompts: list[Prompt], writer: StageWriter, pipeline: Any, policy_path: Path,
