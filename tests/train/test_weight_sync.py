@@ -62,3 +62,32 @@ def test_long_stages_export_and_checkpoint_every_stage(small_policy: Path, plugi
     assert sorted(p.name for p in (run_dir / "policy").iterdir()) == ["stage-0000", "stage-0001", "stage-0002"]
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("update-*")) == [
         "update-00000004", "update-00000008", "update-00000012"]
+
+
+def test_memory_mode_resume_replays_from_the_last_checkpoint_to_the_same_weights(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    data = write_tasks(tmp_path / "tasks.jsonl", "parity")
+    settings = dict(GRPO_MU4, batch__num_stages=4, train__checkpoint_every=8, train__checkpoint_keep=10)
+    ref_dir = tmp_path / "reference"
+    run_training(load_config(None, run_overrides(small_policy, data, ref_dir, **settings)))
+    assert sorted(p.name for p in (ref_dir / "checkpoints").glob("update-*")) == ["update-00000008",
+                                                                                  "update-00000016"]
+    # the state a crash during stage 3 leaves: stores 0-3 complete, the newest checkpoint at update 8
+    run_dir = tmp_path / "crashed"
+    shutil.copytree(ref_dir, run_dir)
+    shutil.rmtree(run_dir / "checkpoints" / "update-00000016")
+    (run_dir / "checkpoints" / "latest").write_text("update-00000008")
+    shutil.rmtree(run_dir / "policy" / "stage-0003")
+    stores = {p: p.stat().st_mtime_ns for p in (run_dir / "stages").rglob("*.parquet")}
+
+    run_training(load_config(None, run_overrides(small_policy, data, run_dir, **settings)), resume=True)
+    assert all(p.stat().st_mtime_ns == t for p, t in stores.items())  # replayed from the stores, not regenerated
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' not in x]
+    assert [r["update"] for r in rows] == list(range(1, 17))
+    ref = load_file(ref_dir / "policy" / "stage-0003" / "model.safetensors")
+    got = load_file(run_dir / "policy" / "stage-0003" / "model.safetensors")
+    for name in ref:
+        torch.testing.assert_close(got[name], ref[name], rtol=0, atol=0)
