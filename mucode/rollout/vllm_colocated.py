@@ -9,6 +9,8 @@ needs a GPU and is covered by ``gpu``-marked tests only.
   under torchrun every rank holds its own in-process engine on ``cuda:LOCAL_RANK`` (after
   ``init_process_group`` and ``set_device``); ``enable_sleep_mode=True``; ``seed`` per rank. Building
   the engine reseeds Python's, numpy's and torch's RNGs: they are saved and restored around it.
+- Every request is seeded (``SamplingParams(seed=stage seed + slot)``), so a prompt's samples do not
+  depend on the batch it landed in, and a resumed stage samples what the interrupted one would have.
 - A stage: ``load_weights`` (``wake_up(["weights"])``, then the model runner's
   ``model.load_weights`` one ``(hf_name, tensor)`` at a time, then ``wake_up(["kv_cache"])``) →
   ``generate`` → ``close`` of the stage view, which calls ``sleep(level=2)`` (weights and KV cache
@@ -102,6 +104,7 @@ class ColocatedVLLM:
         finally:
             _restore_rngs(rngs)
         self.asleep = False
+        self.stage_seed = seed
 
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         """Wake the weights, load ``(hf_name, tensor)`` pairs in place, wake the KV cache."""
@@ -120,9 +123,10 @@ class ColocatedVLLM:
 
         if self.asleep:
             raise RuntimeError("the colocated vLLM engine is asleep; load_weights wakes it")
-        params = SamplingParams(**sampling_kwargs(self.settings, samples_per_prompt))
         for start in range(0, len(prompts), self.batch_size):
             chunk = prompts[start : start + self.batch_size]
+            params = [SamplingParams(**sampling_kwargs(self.settings, samples_per_prompt),
+                                     seed=self.stage_seed + _index(pid, start + i)) for i, (pid, _) in enumerate(chunk)]
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for _, ids in chunk], params,
                                         use_tqdm=False)
             for (pid, ids), out in zip(chunk, outputs, strict=True):
@@ -134,11 +138,18 @@ class ColocatedVLLM:
             self.asleep = True
 
     def stage_view(self, seed: int) -> _StageView:
-        """The engine as one stage sees it: ``close()`` puts it to sleep instead of ending it."""
+        """The engine as one stage sees it (requests seeded from ``seed``): ``close()`` puts it to sleep
+        instead of ending it."""
+        self.stage_seed = seed
         return _StageView(self)
 
     def close(self) -> None:
         self.llm = None  # type: ignore[assignment]
+
+
+def _index(prompt_id: str, position: int) -> int:
+    """A request's seed offset: its prompt id when numeric (the stage slot, stable across restarts)."""
+    return int(prompt_id) if prompt_id.isdigit() else position
 
 
 class _StageView:
