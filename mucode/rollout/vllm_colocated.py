@@ -9,8 +9,9 @@ needs a GPU and is covered by ``gpu``-marked tests only.
   under torchrun every rank holds its own in-process engine on ``cuda:LOCAL_RANK`` (after
   ``init_process_group`` and ``set_device``); ``enable_sleep_mode=True``; ``seed`` per rank. Building
   the engine reseeds Python's, numpy's and torch's RNGs: they are saved and restored around it.
-- Every request is seeded (``SamplingParams(seed=stage seed + slot)``), so a prompt's samples do not
-  depend on the batch it landed in, and a resumed stage samples what the interrupted one would have.
+- Every request is seeded (``SamplingParams(seed=stage seed + slot)``): a prompt's random draws do
+  not depend on the batch it landed in or on which engine start generated it (vLLM's batch-dependent
+  numerics aside).
 - A stage: ``load_weights`` (``wake_up(["weights"])``, then the model runner's
   ``model.load_weights`` one ``(hf_name, tensor)`` at a time, then ``wake_up(["kv_cache"])``) →
   ``generate`` → ``close`` of the stage view, which calls ``sleep(level=2)`` (weights and KV cache
