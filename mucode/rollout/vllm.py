@@ -16,8 +16,9 @@ Written against vLLM's documented offline API (``LLM``, ``SamplingParams``, ``To
   tokens, which differs from the trainer's full-vocabulary log-softmax: a warning says so.
 - Groups come back per ``LLM.generate`` call of ``batch_size`` prompts; a smaller ``batch_size``
   hands groups to the verifier sooner at some cost in throughput.
-- vLLM < 0.10.2 has no ``logprobs_mode``: it is then accepted only at temperature 1 without
-  top-p/top-k, where raw and processed log-probs agree. ``seed`` seeds each replica's engine
+- vLLM < 0.10.2 has no usable ``logprobs_mode`` (0.10.0/0.10.1 accept it and ignore the temperature;
+  the installed version decides): it is then accepted only at temperature 1 without top-p/top-k,
+  where raw and processed log-probs agree. ``seed`` seeds each replica's engine
   (``seed + replica``); vLLM does not promise bit-identical samples across batch layouts.
 """
 
@@ -121,22 +122,26 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
+def processed_logprobs_supported(version: str) -> bool:
+    """vLLM takes ``logprobs_mode="processed_logprobs"`` after temperature only from 0.10.2 (0.10.0 and
+    0.10.1 accept the option and ignore the temperature), so the version decides, not a TypeError."""
+    from packaging.version import Version
+
+    return Version(version.split("+")[0]) >= Version("0.10.2")
+
+
 def _build_llm(settings: VLLMSettings, replica: int) -> Any:
-    from vllm import LLM
+    import vllm
 
     kwargs = llm_kwargs(settings, replica)
-    try:
-        return LLM(**kwargs)
-    except TypeError as exc:
-        if "logprobs_mode" not in str(exc):
-            raise
+    if not processed_logprobs_supported(vllm.__version__):
         if settings.temperature != 1.0 or settings.top_p < 1.0 or settings.top_k > 0:
             raise RuntimeError(
-                "this vLLM has no logprobs_mode, so its log-probs ignore the temperature: upgrade to "
+                f"vLLM {vllm.__version__} takes log-probs before temperature and top-p/top-k: upgrade to "
                 "vllm>=0.10.2 or sample at temperature 1 without top_p/top_k"
-            ) from exc
+            )
         kwargs.pop("logprobs_mode")
-        return LLM(**kwargs)
+    return vllm.LLM(**kwargs)
 
 
 # torchrun's variables: a replica is a process of its own, not a rank of the trainer's process group

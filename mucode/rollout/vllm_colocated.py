@@ -32,7 +32,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from mucode.rollout.types import Sample
-from mucode.rollout.vllm import VLLMSettings, group_from_output, llm_kwargs, sampling_kwargs
+from mucode.rollout.vllm import (
+    VLLMSettings,
+    group_from_output,
+    llm_kwargs,
+    processed_logprobs_supported,
+    sampling_kwargs,
+)
 
 __all__ = ["ColocatedVLLM", "colocated_llm_kwargs"]
 
@@ -87,9 +93,8 @@ class ColocatedVLLM:
             raise ImportError("train.weight_sync=memory with rollout.engine=vllm needs vLLM: "
                               "`pip install 'mucode[vllm]'`, or set train.weight_sync=disk")
         import vllm
-        from packaging.version import Version
 
-        if Version(vllm.__version__.split("+")[0]) < Version("0.10.2"):
+        if not processed_logprobs_supported(vllm.__version__):
             raise RuntimeError(f"vLLM {vllm.__version__} takes log-probs before temperature; install vllm>=0.10.2")
         self.settings = VLLMSettings(model_path=model_path, temperature=temperature, top_p=top_p, top_k=top_k,
                                      max_new_tokens=max_new_tokens, seed=seed, dtype=dtype,

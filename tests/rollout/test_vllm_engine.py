@@ -189,3 +189,12 @@ def test_colocated_engine_takes_new_weights_in_memory() -> None:
         behaviour = torch.tensor(sample.behaviour_logprobs)
         torch.testing.assert_close(out.logprobs[row, : len(behaviour)].detach(), behaviour, atol=2e-3, rtol=0)
     engine.close()
+
+
+def test_the_installed_version_decides_whether_logprobs_follow_the_temperature() -> None:
+    from mucode.rollout.vllm import processed_logprobs_supported
+
+    assert not processed_logprobs_supported("0.10.0")
+    assert not processed_logprobs_supported("0.10.1+cu126")  # accepts logprobs_mode, ignores the temperature
+    assert processed_logprobs_supported("0.10.2")
+    assert processed_logprobs_supported("0.33.0")
