@@ -1,7 +1,7 @@
 """GPU check of the staged trainer's machinery: one device, the ``hf`` engine, a randomly initialised
 model of Qwen2.5-1.5B's shape (built from a config: no download), bf16 compute over fp32 masters.
 
-    python scripts/gpu_check.py                 # on a GPU (about 2 minutes on an H200)
+    python scripts/gpu_check.py                 # on one GPU
     python scripts/gpu_check.py --tiny          # a tiny shape, any device (the CPU test runs this)
 
 Each stage: the trainer steps aside (``mucode.train.aside``), the engine generates G responses per
