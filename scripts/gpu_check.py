@@ -10,8 +10,8 @@ on the stage's responses with fixed ±1 advantages (a random model earns no rewa
 advantages are synthetic). It prints, per stage: device memory held by the trainer before and after
 stepping aside (with the ``hf`` engine the parameters stay, the engine computes with them; a full
 step-aside is also measured), the engine's share (peak during generation above what the trainer
-kept), generation and training tokens per second, and the policy loss on a fixed batch (stage 0's
-responses and advantages), which must go down: the script exits 1 if it does not.
+kept), generation and training tokens per second, and the policy loss on a fixed batch (two of
+stage 0's groups with their advantages), which must go down: the script exits 1 if it does not.
 
 The stand-in tokenizer maps ids to text as numbers (the model is random; nothing reads the text).
 """
@@ -135,7 +135,7 @@ def run_stage(k: int, ctx: dict[str, Any], fixed: list[StoredGroup] | None) -> t
     parked.restore()
     row["gen_tokens_per_s"] = sum(len(s.response_token_ids) for g in groups for s in g) / row["gen_s"]
     stored = to_groups(groups)
-    fixed = fixed if fixed is not None else stored
+    fixed = fixed if fixed is not None else stored[:2]  # two groups: one forward, whatever the model size
     row["fixed_loss_before"] = fixed_batch_loss(model, fixed, ctx["cfg"], ctx["precision"], device, vocab - 2)
     tokens, start = 0, time.perf_counter()
     per_update = max(1, len(stored) // args.updates)
