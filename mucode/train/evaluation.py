@@ -122,9 +122,12 @@ class Evaluator:
         metrics: dict[str, float] = {}
         if self.info.is_main:
             from mucode.train.policy import save_policy
+            from mucode.train.precision import Precision
 
-            if not (policy_dir / "config.json").exists():
-                save_policy(unwrap(model), tokenizer, weights, policy_dir)
+            precision = Precision.from_names(self.cfg.model.master_dtype, self.cfg.model.dtype)
+            if not (policy_dir / "config.json").exists():  # in the engine's dtype, as the hand-over exports
+                save_policy(unwrap(model), tokenizer, weights, policy_dir,
+                            dtype=precision.compute if precision.mixed else None)
             del weights
             metrics = self._evaluate(model, tokenizer, urls, update, policy_dir)
         else:
