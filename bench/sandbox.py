@@ -12,6 +12,10 @@ Workloads: (a) hello-world, (b) read two integers and print their sum (one test 
 - ``docker run``: one ``docker run --rm -i --network none`` of the sandbox image per program (b).
 - ``local`` / ``docker`` under attack: (b) at concurrency 2 while a fork bomb and a CPU spinner run
   back to back in two other slots.
+``--compare-dir OLD/sandbox [--compare-image IMAGE]``: instead, an A/B of this executor against
+another version of it (e.g. ``git archive <rev> sandbox | tar -x -C /tmp/old``, and an image built
+from it), both running at once, in interleaved rounds so both see the same load; prints the median
+tests/s of each and the ratio, for a+b and 30-test jobs at concurrency 1 and 4.
 Run it on a quiet machine; figures on a shared machine move with the other load (printed). On a
 cgroup-v1 host the bench moves itself into a CPU cgroup weighted like ``/docker`` (all containers
 share that one weight), so that local/floor rows and docker rows compete alike with other work.
@@ -270,13 +274,72 @@ def main() -> None:
     p.add_argument("--docker-run-programs", type=int, default=16)
     p.add_argument("--no-floors", action="store_true")
     p.add_argument("--no-fair-cgroup", action="store_true", help="do not weight this process like the /docker cgroup")
+    p.add_argument("--compare-dir", help="A/B against the executor in this dir (local) ...")
+    p.add_argument("--compare-image", help="... and this sandbox image (docker)")
+    p.add_argument("--rounds", type=int, default=6, help="A/B: interleaved rounds")
     args = p.parse_args()
+    if args.compare_dir:
+        for name in [b for b in args.backends.split(",") if b and (b == "local" or args.compare_image)]:
+            asyncio.run(compare(name, args))
+        return
     fair = not args.no_fair_cgroup and Path("/sys/fs/cgroup/cpu/docker").is_dir() and enter_fair_cgroup()
     try:
         run(args, fair)
     finally:
         if fair:
             leave_fair_cgroup()
+
+
+async def compare(kind: str, args: argparse.Namespace) -> None:
+    """A/B of two executor versions started side by side, in interleaved rounds."""
+    import statistics
+
+    if kind == "local":
+        old = make_backend("local", slots=4, uid_base=62100, executor_dir=args.compare_dir, health_interval_s=0)
+        new = make_backend("local", slots=4, uid_base=62200, health_interval_s=0)
+    else:
+        old = make_backend("docker", containers=4, uid_base=12100, image=args.compare_image, health_interval_s=0)
+        new = make_backend("docker", containers=4, uid_base=12200, image=args.image, health_interval_s=0)
+    for flag in ("--deadline-slack-s",):  # options an older executor may not know
+        i = old.executor_args.index(flag)  # type: ignore[attr-defined]
+        del old.executor_args[i:i + 2]  # type: ignore[attr-defined]
+    one = CodeJob(A_PLUS_B, TestSpec("stdio", ["3 4\n"], ["7"]))
+    thirty = CodeJob(A_PLUS_B, TestSpec("stdio", *WORKLOADS["30 tests"][1:]))
+
+    async def cell(b, job: CodeJob, conc: int, n: int) -> float:  # type: ignore[no-untyped-def]
+        sem = asyncio.Semaphore(conc)
+
+        async def one_job() -> None:
+            async with sem:
+                r = await b.judge(job)
+                if r.verdict is not Verdict.correct:
+                    raise RuntimeError(f"{kind}: {r}")
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one_job() for _ in range(n)))
+        return n * len(job.tests.inputs) / (time.perf_counter() - t0)
+
+    await old.start()
+    await new.start()
+    res: dict[tuple[str, int, str], list[float]] = {}
+    try:
+        for b in (old, new):
+            for _ in range(5):
+                await b.judge(one)
+        for r in range(args.rounds):
+            for name, b in ((("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old))):
+                for wl, job, n in (("a+b", one, 60), ("30 tests", thirty, 4)):
+                    for conc in (1, 4):
+                        res.setdefault((wl, conc, name), []).append(await cell(b, job, conc, n))
+    finally:
+        await old.close()
+        await new.close()
+    print(f"# {kind}: A/B, median tests/s over {args.rounds} interleaved rounds, load {os.getloadavg()[0]:.1f}")
+    print("| backend | workload | concurrency | old | new | new/old |\n|---|---|---|---|---|---|")
+    for wl in ("a+b", "30 tests"):
+        for conc in (1, 4):
+            o, n = (statistics.median(res[(wl, conc, v)]) for v in ("old", "new"))
+            print(f"| {kind} | {wl} | {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} |")
 
 
 def run(args: argparse.Namespace, fair: bool) -> None:

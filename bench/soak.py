@@ -64,8 +64,10 @@ HOSTILE = [
                                       "def add(a, b):\n    return E()\n",
      {"format": "assert", "assert_code": ADD_TESTS}),
     ("control garbage", "import os\nos.write(3, b'[' * 100000 + b'\\n')\nprint(3)\n", _STDIO),
-    ("unwaited children", "import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n"
-                          "        while True:\n            pass\nprint(2)\n", _STDIO),
+    ("unwaited children", "import os, time\nr, w = os.pipe()\nfor _ in range(2):\n    if os.fork() == 0:\n"
+                          "        t = time.process_time()\n        while time.process_time() - t < 0.8:\n"
+                          "            pass\n        os.write(w, b'x')\n        os._exit(0)\n"
+                          "got = b''\nwhile len(got) < 2:\n    got += os.read(r, 2)\nprint(2)\n", _STDIO),
     ("memory bomb", "x = []\nwhile True:\n    x.append(bytearray(16 << 20))\n", _STDIO),
 ]
 INFRA = {"sandbox_error", "verifier_error"}

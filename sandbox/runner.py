@@ -16,7 +16,8 @@ used by nobody else and a scratch directory owned by that uid. Per test:
    the program): after each run every process of the slot uid is SIGKILLed and reaped (orphans
    come to the handler, a subreaper), so the run's CPU time is the handler's children rusage
    delta: the program's, its threads' and every descendant's, waited for or not; before each run
-   the scratch dir is emptied (all but a compiled job's build dir), whatever its modes or depth.
+   but a job's first the scratch dir is emptied (all but a compiled job's build dir), whatever its
+   modes or depth (the manager empties it before each job).
    After each job the slot manager does the same and removes the slot's SysV IPC objects. Every
    wait has a deadline; a slot that cannot be cleaned in time raises ``SlotStuck``.
 
@@ -218,7 +219,9 @@ def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str
     Raises SlotStuck when the slot cannot be cleaned (before or after the run) in time."""
     # Only a compiled job's own tests keep its build dir; anything else starts from empty.
     keep = os.path.basename(build_dir) if lang.compile and job.get("phase") != "compile" else None
-    if not cleanup.wipe(slot.root, slot.uid, keep=keep):
+    # The slot manager cleaned the slot before this job's handler started: a job's first run
+    # (its compile step, or its first test) finds the scratch dir empty already.
+    if (index > 0 or keep is not None) and not cleanup.wipe(slot.root, slot.uid, keep=keep):
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -256,8 +259,12 @@ def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str
         sel.close()
         for fd in (out_r, err_r, ctl_r, pidfd):
             os.close(fd)
-    killed = cleanup.kill_slot(slot.uid)
-    reaped = cleanup.reap(REAP_DEADLINE_S)  # the test child and every orphan of the run
+    reaped, left = cleanup.reap(0.0)  # every process of the run descends from us: none left, none alive
+    killed = True
+    if left:
+        killed = cleanup.kill_slot(slot.uid)
+        more, _ = cleanup.reap(REAP_DEADLINE_S)
+        reaped.update(more)
     if not killed or pid not in reaped:
         raise SlotStuck(f"the processes of slot {slot.index} did not die within their deadline")
     status, usage = reaped[pid]

@@ -92,6 +92,7 @@ def slot_manager(slot: Slot, listener: socket.socket, board: Board, idle_timeout
     board.set(slot.index, 1, time.monotonic() + CLEAN_DEADLINE_S)
     if not cleanup.clean_slot(slot.uid, slot.root):
         os._exit(5)  # main cleans again or marks the slot broken
+    cleanup.reap(1.0)
     board.set(slot.index, 0, 0.0)
     while True:
         # The handler is forked *before* its job arrives (the fork is off the request path); it
@@ -116,10 +117,12 @@ def slot_manager(slot: Slot, listener: socket.socket, board: Board, idle_timeout
                 os._exit(code)
         _wait_handler(pid)
         board.set(slot.index, 1, time.monotonic() + CLEAN_DEADLINE_S)
-        # Nothing of a job survives it: processes (daemons too), scratch files, SysV IPC.
-        if not cleanup.clean_slot(slot.uid, slot.root):
+        # Nothing of a job survives it: processes (daemons too), scratch files, SysV IPC. What
+        # the job started descends from the handler: with no child left here, nothing is alive.
+        _, left = cleanup.reap(0.0)
+        if not cleanup.clean_slot(slot.uid, slot.root, scan=left):
             os._exit(5)
-        cleanup.reap(0.0)
+        cleanup.reap(1.0 if left else 0.0)
         board.set(slot.index, 0, 0.0)
 
 

@@ -20,7 +20,7 @@ from sandbox_helpers import Handle, slot_processes, stdio_job
 from mucode.sandbox import Verdict, make_backend
 from mucode.sandbox.docker import LABEL
 
-SLEEPER = "import time\ntime.sleep(30)\nprint(1)"
+SLEEPER = "import time\ntime.sleep(4)\nprint(1)"  # still running when the breaker fires (1 s)
 BENIGN = stdio_job("print(int(input()) + 1)", ["41\n"], ["42"])
 
 
