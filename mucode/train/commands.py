@@ -97,7 +97,28 @@ def report(
         typer.echo(f"plot: {plot_accuracy(runs, plot_path or run_dirs[0] / 'accuracy_vs_time.png')}")
 
 
+def export(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (RUN_DIR/checkpoints/update-N) or a run "
+                                               "directory (its latest checkpoint).")],
+    out: Annotated[Path, typer.Argument(help="Directory to write the Hugging Face model to.")],
+    dtype: Annotated[str | None, typer.Option(help="float32, bfloat16 or float16 (default: the run's "
+                                              "model.dtype).")] = None,
+) -> None:
+    """Write a training checkpoint as a Hugging Face model (config, weights, tokenizer) for eval or serving."""
+    from mucode.train.export import CheckpointError, export_checkpoint
+
+    if dtype is not None and dtype not in ("float32", "bfloat16", "float16"):
+        typer.secho(f"--dtype {dtype!r}: use float32, bfloat16 or float16", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    try:
+        typer.echo(str(export_checkpoint(checkpoint, out, dtype=dtype)))
+    except CheckpointError as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+
+
 def register(app: typer.Typer) -> None:
     app.command("train")(train)
     app.command("plot")(plot)
+    app.command("export")(export)
     app.command("report")(report)
