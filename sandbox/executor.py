@@ -42,7 +42,7 @@ import seccomp  # noqa: E402
 from languages import LANGUAGES  # noqa: E402
 from protocol import ProtocolError, recv_frame, send_frame  # noqa: E402
 from runner import Limits, Slot, run_test  # noqa: E402
-from slots import Board, slot_manager  # noqa: E402
+from slots import SECCOMP_FAILED, Board, slot_manager  # noqa: E402
 
 VERSION = "2"
 MODES = ("stdio", "call", "assert")
@@ -247,7 +247,7 @@ def _watchdog(slots: list[Slot], board: Board, managers: dict[int, int], broken:
             board.set(index, 1, 0.0)
     while True:  # reap: respawn dead managers, collect orphans
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             break
         if pid == 0:
@@ -257,7 +257,9 @@ def _watchdog(slots: list[Slot], board: Board, managers: dict[int, int], broken:
                 del managers[index]
                 counts["manager_restarts"] += 1
                 board.set(index, 1, 0.0)
-                if cleanup.clean_slot(slots[index].uid, slots[index].root):
+                if os.WIFEXITED(status) and os.WEXITSTATUS(status) == SECCOMP_FAILED:
+                    broken.add(index)
+                elif cleanup.clean_slot(slots[index].uid, slots[index].root):
                     board.set(index, 0, 0.0)
                     spawn(slots[index])  # type: ignore[operator]
                 else:

@@ -6,7 +6,7 @@ used by nobody else and a scratch directory owned by that uid. Per test:
 1. pipes for stdin/stdout/stderr and a control pipe (fd 3), then ``fork``;
 2. the child: new session, fds 0-3 on the pipes and every other fd closed, rlimits (CPU, AS, NPROC,
    FSIZE, NOFILE, CORE=0), ``setgroups([])``/``setgid``/``setuid`` to the slot uid,
-   ``PR_SET_NO_NEW_PRIVS``, a seccomp filter (seccomp.py), an emptied scratch dir as cwd, a clean environment, then it writes ``ready`` on the
+   ``PR_SET_NO_NEW_PRIVS`` (the seccomp filter, seccomp.py, is inherited from the slot manager), an emptied scratch dir as cwd, a clean environment, then it writes ``ready`` on the
    control pipe and runs the program (see languages.py). A failure before ``ready`` is a sandbox
    error; the program cannot forge one (it only runs after ``ready``);
 3. the parent feeds stdin and reads stdout/stderr/control *while the child runs* (caps enforced on
@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 
 import cleanup
 import pyrun
-import seccomp  # noqa: F401  (preloaded so the fork child does not import it per test)
 from languages import Language
 
 PR_SET_NO_NEW_PRIVS = 38
@@ -175,8 +174,6 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
         if os.getuid() == 0 or os.geteuid() == 0:
             raise RuntimeError("still root after setuid")
         prctl(PR_SET_NO_NEW_PRIVS, 1)
-        if seccomp.supported():
-            seccomp.install()
         os.chdir(run_dir)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir,
                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",

@@ -1,7 +1,8 @@
 """A small seccomp filter for test processes, built with the standard library (struct + prctl).
 
-Installed in every test child after ``PR_SET_NO_NEW_PRIVS`` and before the program runs, on both
-backends (docker adds its own default profile on top). It denies with ``EPERM``:
+Installed once by each slot manager (after ``PR_SET_NO_NEW_PRIVS``), so every job handler and
+test process forked from it inherits it, on both backends (docker adds its own default profile on
+top). Loading a filter costs ~0.5 ms of CPU: once per manager, not once per test. It denies with ``EPERM``:
 
 - new namespaces: ``unshare``, ``setns``, and ``clone`` with any ``CLONE_NEW*`` flag (so no user
   namespace, where a program would hold a full capability set); ``clone3`` gets ``ENOSYS`` (its

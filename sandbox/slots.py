@@ -11,7 +11,8 @@ mapping before the program runs (runner.INHERITED_MAPS), so a program cannot wri
 A slot manager, where it may (the local backend's executor holds CAP_SYS_ADMIN in its namespaces;
 docker's does not), first moves into an IPC and a network namespace of its own: no SysV IPC
 object or abstract Unix socket is shared between slots, and its IPC namespace has
-``shm_rmid_forced`` on and small ``shmmni``/``shmall``. Either way every job ends with
+``shm_rmid_forced`` on and small ``shmmni``/``shmall``; it then installs the seccomp filter
+(seccomp.py) on itself, so its handlers and test processes inherit it. Either way every job ends with
 cleanup.clean_slot (processes, scratch files, SysV IPC of the slot uid). Standard library only.
 """
 
@@ -28,11 +29,21 @@ import time
 from collections.abc import Callable
 
 import cleanup
+import seccomp
 from protocol import ProtocolError
-from runner import INHERITED_MAPS, PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, Slot, SlotStuck, prctl
+from runner import (
+    INHERITED_MAPS,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    Slot,
+    SlotStuck,
+    prctl,
+)
 
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
+SECCOMP_FAILED = 6  # a manager's exit code: the slot cannot be protected, main marks it broken
 CLEAN_DEADLINE_S = 60.0  # kill (10 s) + wipe (30 s) + IPC, with room
 IPC_LIMITS = {"shm_rmid_forced": "1", "shmmni": "32", "shmall": str((64 << 20) // 4096),
               "shmmax": str(64 << 20), "msgmni": "32", "sem": "250 8000 32 32"}
@@ -88,6 +99,13 @@ def slot_manager(slot: Slot, listener: socket.socket, board: Board, idle_timeout
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     private_namespaces()
+    if seccomp.supported():  # installed once here (a filter costs ~0.5 ms to load): every handler
+        try:                 # and test process forked from here inherits it
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            seccomp.install()
+        except OSError as exc:
+            _log(f"slot {slot.index}: {exc}")
+            os._exit(SECCOMP_FAILED)
     INHERITED_MAPS.append(board.mem)
     board.set(slot.index, 1, time.monotonic() + CLEAN_DEADLINE_S)
     if not cleanup.clean_slot(slot.uid, slot.root):
