@@ -16,8 +16,11 @@ stdin problems (`stdio_driver`):
   they are left out here, and so is importing `unittest.mock` (~0.1 s per test);
 - `SystemExit` ends the program normally whatever its code: `sys.exit(1)` after a correct answer
   is correct, as there; any other exception is a runtime error;
-- stdout is captured in a `StringIO` (so `sys.stdout.buffer` does not exist either) and written out
-  at the end; the verifier compares it outside the sandbox with LiveCodeBench's line/decimal rule.
+- stdout is captured in a `StringIO` (so `sys.stdout.buffer` does not exist either) only while the
+  program runs, and written out at the end; what goes to a stdout bound earlier (`from sys import
+  stdout` runs when the code loads, the header's `from sys import *`, `sys.__stdout__`) reaches
+  LiveCodeBench's console, not its comparison, and is dropped here; the verifier compares the
+  captured text outside the sandbox with LiveCodeBench's line/decimal rule.
 
 functional problems (`call_driver`): the header and the code run as module `tmp_sol`; the callee is
 `Solution().<func_name>` when the code contains the text `class Solution`, else the module-level
@@ -114,8 +117,11 @@ def _main():
     import builtins
 
     data = sys.stdin.read()
-    real_stdout = sys.stdout
+    real_stdout, real_dunder = sys.stdout, sys.__stdout__
     captured = io.StringIO()
+    # LiveCodeBench's console: what is written to a stdout bound before its capture (`from sys import
+    # stdout`, the header's `from sys import *`, `sys.__stdout__`) is not compared there; dropped here
+    sys.stdout = sys.__stdout__ = io.StringIO()
     try:
         _arm()
         module = types.ModuleType("tmp_sol", "")
@@ -134,11 +140,11 @@ def _main():
         finally:
             sys.stdin, builtins.open = saved
     except TimeoutException:
-        sys.stdout = real_stdout
+        sys.stdout, sys.__stdout__ = real_stdout, real_dunder
         _time_limit()
     finally:
         _disarm()
-        sys.stdout = real_stdout
+        sys.stdout, sys.__stdout__ = real_stdout, real_dunder
     real_stdout.write(captured.getvalue())
 
 

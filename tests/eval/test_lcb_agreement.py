@@ -105,6 +105,31 @@ STDIO = [
     Case("open_zero", "print(sum(map(int, open(0).read().split())))", ADD, False),
     Case("runtime_error", "print(1 // 0)", ADD, False),
     Case(
+        "sys_stdout_write",
+        "import sys\na, b = map(int, input().split())\nsys.stdout.write(f'{a + b}\\n')",
+        ADD,
+        True,
+    ),
+    Case(
+        "stdout_bound_at_load",
+        "from sys import stdout\na, b = map(int, input().split())\nstdout.write(f'{a + b}\\n')",
+        ADD,
+        False,
+    ),
+    Case("header_stdout", "a, b = map(int, input().split())\nstdout.write(f'{a + b}\\n')", ADD, False),
+    Case(
+        "dunder_stdout",
+        "import sys\na, b = map(int, input().split())\nprint(a + b, file=sys.__stdout__)",
+        ADD,
+        False,
+    ),
+    Case(
+        "stderr_noise",
+        "import sys\na, b = map(int, input().split())\nprint('debug', file=sys.stderr)\nprint(a + b)",
+        ADD,
+        True,
+    ),
+    Case(
         "quit_after_answer", "print(sum(map(int, input().split())))\nquit()", ADD, False
     ),  # quit: None there, undefined here
     Case(
