@@ -17,10 +17,11 @@ stdin problems (`stdio_driver`):
 - `SystemExit` ends the program normally whatever its code: `sys.exit(1)` after a correct answer
   is correct, as there; any other exception is a runtime error;
 - stdout is captured in a `StringIO` (so `sys.stdout.buffer` does not exist either) only while the
-  program runs, and written out at the end; what goes to a stdout bound earlier (`from sys import
-  stdout` runs when the code loads, the header's `from sys import *`, `sys.__stdout__`) reaches
-  LiveCodeBench's console, not its comparison, and is dropped here; the verifier compares the
-  captured text outside the sandbox with LiveCodeBench's line/decimal rule.
+  program's function runs, and written out at the end; what goes elsewhere (a stdout bound when the
+  code loads: `from sys import stdout`, the header's `from sys import *`, `sys.__stdout__`; output of
+  threads still running after the function returned, atexit handlers) reaches LiveCodeBench's
+  console, not its comparison, and is dropped here; the verifier compares the captured text outside
+  the sandbox with LiveCodeBench's line/decimal rule.
 
 functional problems (`call_driver`): the header and the code run as module `tmp_sol`; the callee is
 `Solution().<func_name>` when the code contains the text `class Solution`, else the module-level
@@ -74,10 +75,6 @@ def _disarm():
 
 def _time_limit():
     _disarm()
-    try:
-        sys.stdout.flush()
-    except BaseException:
-        pass
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGXCPU)
     os._exit(124)
@@ -117,11 +114,13 @@ def _main():
     import builtins
 
     data = sys.stdin.read()
-    real_stdout, real_dunder = sys.stdout, sys.__stdout__
+    real_stdout = sys.stdout
     captured = io.StringIO()
-    # LiveCodeBench's console: what is written to a stdout bound before its capture (`from sys import
-    # stdout`, the header's `from sys import *`, `sys.__stdout__`) is not compared there; dropped here
-    sys.stdout = sys.__stdout__ = io.StringIO()
+    # LiveCodeBench's console: what is written outside its capture (to a stdout bound before it: `from
+    # sys import stdout`, the header's `from sys import *`, `sys.__stdout__`; or after it: threads
+    # still running, atexit handlers) is not compared there; it is dropped here
+    console = io.StringIO()
+    sys.stdout = sys.__stdout__ = console
     try:
         _arm()
         module = types.ModuleType("tmp_sol", "")
@@ -140,12 +139,12 @@ def _main():
         finally:
             sys.stdin, builtins.open = saved
     except TimeoutException:
-        sys.stdout, sys.__stdout__ = real_stdout, real_dunder
         _time_limit()
     finally:
         _disarm()
-        sys.stdout, sys.__stdout__ = real_stdout, real_dunder
+        sys.stdout = sys.__stdout__ = console
     real_stdout.write(captured.getvalue())
+    real_stdout.flush()
 
 
 _main()

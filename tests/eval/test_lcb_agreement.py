@@ -162,6 +162,26 @@ STDIO = [
     ),
     Case("sleep_past_limit", "import time\ntime.sleep(4)\nprint(3)", [("1 2\n", "3\n")], False, timeout=2),
     Case("spin_past_limit", "while True:\n    pass", [("1 2\n", "3\n")], False, timeout=2),
+    Case(
+        "late_thread",
+        "import threading, time\ndef main():\n    a, b = map(int, input().split())\n    time.sleep(0.5)\n    print(a + b)\nthreading.Thread(target=main).start()",
+        ADD,
+        False,
+    ),
+    Case(
+        "joined_thread",
+        "import threading\ndef main():\n    a, b = map(int, input().split())\n    print(a + b)\nth = threading.Thread(target=main)\nth.start()\nth.join()",
+        ADD,
+        True,
+    ),
+    Case("atexit_print", "import atexit\natexit.register(lambda: print(3))", [("1 2\n", "3\n")], False),
+    Case(
+        "global_in_wrapped",
+        "n = int(input().split()[0])\ndef f():\n    global n\n    n += 1\nf()\nprint(n)",
+        [("1 2\n", "2\n")],
+        False,
+    ),
+    Case("input_past_eof", "a = input()\nb = input()\nprint(3)", [("1 2\n", "3\n")], False),
 ]
 
 TWO = [("[2, 7, 11, 15]\n9", "[0, 1]"), ("[3, 2, 4]\n6", "[1, 2]")]
@@ -204,6 +224,20 @@ CALL = [
         "f",
     ),
     Case("runtime_error", returning("1 // (x - 1)"), [("1", "0")], False, "f"),
+    Case(
+        "mutates_returns_none",
+        "class Solution:\n    def f(self, xs):\n        xs.sort()\n",
+        [("[2, 1]", "[1, 2]")],
+        False,
+        "f",
+    ),
+    Case(
+        "prints_while_called",
+        "class Solution:\n    def f(self, x):\n        print('debug')\n        return x\n",
+        [("1", "1")],
+        True,
+        "f",
+    ),
     Case(
         "system_exit",
         "import sys\nclass Solution:\n    def f(self, x):\n        sys.exit(0)\n",
