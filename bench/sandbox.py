@@ -15,7 +15,9 @@ Workloads: (a) hello-world, (b) read two integers and print their sum (one test 
 ``--compare-dir OLD/sandbox [--compare-image IMAGE]``: instead, an A/B of this executor against
 another version of it (e.g. ``git archive <rev> sandbox | tar -x -C /tmp/old``, and an image built
 from it), both running at once, in interleaved rounds so both see the same load; prints the median
-tests/s of each and the ratio, for a+b and 30-test jobs at concurrency 1 and 4.
+tests/s of each and the ratio, for a+b and 30-test jobs at concurrency 1 and 4, and the CPU time
+the executors used per test (their process tree with ``local``, their containers' cpuacct cgroups
+with ``docker``): on a shared machine tests/s moves with other work, CPU per test much less.
 Run it on a quiet machine; figures on a shared machine move with the other load (printed). On a
 cgroup-v1 host the bench moves itself into a CPU cgroup weighted like ``/docker`` (all containers
 share that one weight), so that local/floor rows and docker rows compete alike with other work.
@@ -290,6 +292,31 @@ def main() -> None:
             leave_fair_cgroup()
 
 
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and its descendants, reaped ones included (utime+stime+cutime+cstime)."""
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total = sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return total
+    return total + sum(_tree_cpu_s(int(k)) for k in kids)
+
+
+def _executor_cpu_s(backend) -> float:  # type: ignore[no-untyped-def]
+    """CPU seconds used so far by a backend's executors (the jail's process tree; the containers'
+    cgroups). A measure that other load on a shared machine barely moves, unlike tests/s."""
+    if backend.name == "local":
+        return _tree_cpu_s(backend._proc.pid)
+    total = 0.0
+    for name in backend.container_names:
+        cid = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True).stdout.strip()
+        usage = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
+        total += int(usage.read_text()) / 1e9 if usage.exists() else float("nan")
+    return total
+
+
 async def compare(kind: str, args: argparse.Namespace) -> None:
     """A/B of two executor versions started side by side, in interleaved rounds."""
     import statistics
@@ -315,13 +342,17 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
                 if r.verdict is not Verdict.correct:
                     raise RuntimeError(f"{kind}: {r}")
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _executor_cpu_s(b)
         await asyncio.gather(*(one_job() for _ in range(n)))
-        return n * len(job.tests.inputs) / (time.perf_counter() - t0)
+        tests = n * len(job.tests.inputs)
+        cpu.setdefault(id(b), {}).setdefault((len(job.tests.inputs), conc), []).append(
+            (_executor_cpu_s(b) - c0) * 1000 / tests)
+        return tests / (time.perf_counter() - t0)
 
     await old.start()
     await new.start()
     res: dict[tuple[str, int, str], list[float]] = {}
+    cpu: dict[int, dict[tuple[int, int], list[float]]] = {}
     try:
         for b in (old, new):
             for _ in range(5):
@@ -335,11 +366,13 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
         await old.close()
         await new.close()
     print(f"# {kind}: A/B, median tests/s over {args.rounds} interleaved rounds, load {os.getloadavg()[0]:.1f}")
-    print("| backend | workload | concurrency | old | new | new/old |\n|---|---|---|---|---|---|")
-    for wl in ("a+b", "30 tests"):
+    print("| backend | workload | concurrency | old tests/s | new tests/s | new/old "
+          "| old executor CPU ms/test | new | new/old |\n|---|---|---|---|---|---|---|---|---|")
+    for wl, job in (("a+b", one), ("30 tests", thirty)):
         for conc in (1, 4):
             o, n = (statistics.median(res[(wl, conc, v)]) for v in ("old", "new"))
-            print(f"| {kind} | {wl} | {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} |")
+            co, cn = (statistics.median(cpu[id(b)][(len(job.tests.inputs), conc)]) for b in (old, new))
+            print(f"| {kind} | {wl} | {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} | {co:.2f} | {cn:.2f} | {cn / co:.2f} |")
 
 
 def run(args: argparse.Namespace, fair: bool) -> None:

@@ -201,17 +201,19 @@ def _ipc_ids(kind: str, uid: int) -> list[int]:
 
 def remove_ipc(uid: int) -> int:
     """IPC_RMID every SysV IPC object of the slot uid; returns how many were removed."""
+    found = [(kind, ident) for kind in ("shm", "sem", "msg") for ident in _ipc_ids(kind, uid)]
+    if not found:
+        return 0
     removed = 0
     with as_slot(uid):
-        for kind in ("shm", "sem", "msg"):
-            for ident in _ipc_ids(kind, uid):
-                if kind == "shm":
-                    rc = _LIBC.shmctl(ident, IPC_RMID, None)
-                elif kind == "sem":
-                    rc = _LIBC.semctl(ident, 0, IPC_RMID)
-                else:
-                    rc = _LIBC.msgctl(ident, IPC_RMID, None)
-                removed += rc == 0
+        for kind, ident in found:
+            if kind == "shm":
+                rc = _LIBC.shmctl(ident, IPC_RMID, None)
+            elif kind == "sem":
+                rc = _LIBC.semctl(ident, 0, IPC_RMID)
+            else:
+                rc = _LIBC.msgctl(ident, IPC_RMID, None)
+            removed += rc == 0
     return removed
 
 
