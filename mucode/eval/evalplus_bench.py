@@ -76,6 +76,8 @@ EVALPLUS_TASK_TIMEOUT_S = 60.0
 """evalplus's per-task cap (`EVALPLUS_TIMEOUT_PER_TASK`), before its extra second."""
 STARTUP_S = 2.0
 """Sandbox time allowed beyond the driver's budget (interpreter start, unpickling the payload)."""
+EVALPLUS_MEMORY_LIMIT_MB = 4096
+"""evalplus's address-space limit (`EVALPLUS_MAX_MEMORY_BYTES`, 4 GiB by default); None: the verifier's."""
 EVALPLUS_BATCH_SIZE = 8
 """Items per verifier request (the client also cuts requests by bytes)."""
 
@@ -169,7 +171,7 @@ class EvalPlusTask:
     sample_kind: SampleKind = "response"
     min_time_limit: float = DEFAULT_MIN_TIME_LIMIT
     gt_time_limit_factor: float = DEFAULT_GT_TIME_LIMIT_FACTOR
-    memory_limit_mb: int | None = None
+    memory_limit_mb: int | None = EVALPLUS_MEMORY_LIMIT_MB
     problems: list[EvalProblem] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -304,7 +306,7 @@ def evaluate_evalplus(
     samples: Mapping[str, tuple[Mapping[str, list[str]], SampleKind]] | None = None,
     verifier: VerifierOptions | None = None,
     run_dir: str | Path | None = None,
-    memory_limit_mb: int | None = None,
+    memory_limit_mb: int | None = EVALPLUS_MEMORY_LIMIT_MB,
     limit: int | None = None,
     progress: Callable[[str], None] | None = None,
     collect: dict[str, Collected] | None = None,

@@ -18,7 +18,8 @@ through the verifier:
 
 Deviations (tests in tests/eval/test_lcb_agreement.py): each test runs as a fresh process in the
 sandbox (LiveCodeBench runs all tests of a sample in one process); LiveCodeBench's
-`reliability_guard` is not reproduced; memory limit: the verifier's.
+`reliability_guard` is not reproduced; memory: 4 GiB of address space per test (LiveCodeBench sets
+no limit), within the sandbox slot's memory.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ LCB_IMPORT_HEADER = (
 
 LCB_TIME_LIMIT_S = 6.0
 """LiveCodeBench's default per-test timeout."""
+LCB_MEMORY_LIMIT_MB = 4096
+"""Address space per test. LiveCodeBench sets none; 4 GiB (evalplus's default) lets what runs there
+run here, within the sandbox slot's own memory."""
 
 
 def lcb_tests(problem: LCBProblem) -> dict[str, Any]:
@@ -94,6 +98,7 @@ def lcb_item(
             "tests": tests if tests is not None else lcb_tests(problem),
             "checker": "livecodebench",
             "time_limit_s": time_limit_s,
+            "memory_limit_mb": LCB_MEMORY_LIMIT_MB,
             "extract": "none",
         },
     }

@@ -181,6 +181,7 @@ STDIO = [
         [("1 2\n", "2\n")],
         False,
     ),
+    Case("700_mib", "x = bytearray(700 * 2**20)\nprint(len(x) >> 20)", [("\n", "700\n")], True),
     Case("input_past_eof", "a = input()\nb = input()\nprint(3)", [("1 2\n", "3\n")], False),
 ]
 
