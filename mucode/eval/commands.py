@@ -48,7 +48,7 @@ eval_app = typer.Typer(
     cls=_OneLineUsageErrors,
 )
 
-Model = Annotated[str | None, typer.Option("--model", "-m", help="HF model directory, Hub id, or `tiny`.")]
+Model = Annotated[str | None, typer.Option("--model", "-m", help="HF model directory, Hub id, `tiny`, or a training checkpoint / run directory (exported once to CHECKPOINT/hf).")]
 Engine = Annotated[str, typer.Option("--engine", help="Rollout engine: hf (CPU/GPU) or vllm (GPU).")]
 Samples = Annotated[
     Path | None, typer.Option("--samples", help="Score this samples file instead of generating.")
@@ -154,6 +154,13 @@ class Common:
             from mucode.assets import tiny_policy_path
 
             path = str(tiny_policy_path())
+        else:  # a training checkpoint or run directory is exported once to <checkpoint>/hf (CLI glue only)
+            from mucode.train.export import CheckpointError, as_model_path
+
+            try:
+                path = as_model_path(path)
+            except CheckpointError as err:
+                fail(str(err))
         s = protocol.sampling
         extra: dict[str, Any] = {}
         if self.engine == "vllm" and protocol.context_tokens:

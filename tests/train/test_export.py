@@ -65,3 +65,20 @@ def test_not_a_checkpoint_is_one_line_with_the_fix(tmp_path: Path) -> None:
     out = CliRunner().invoke(get_app(), ["export", str(tmp_path), str(tmp_path / "out")])
     assert out.exit_code == 2 and "not a mucode checkpoint" in out.output
     assert "Traceback" not in out.output
+
+
+def test_eval_takes_a_checkpoint_directory_as_its_model(run_dir: Path, tmp_path: Path) -> None:
+    import json
+
+    from mucode.assets import MATH_DATA_DIR
+    from mucode.verifier.local import local_verifier
+
+    checkpoint = run_dir / "checkpoints" / "update-00000001"
+    with local_verifier("local", programs=["math"], run_code=False, math_workers=1) as url:
+        out = CliRunner().invoke(get_app(), [
+            "eval", "math", "--model", str(checkpoint), "--benchmarks", "amc23", "--data-dir", str(MATH_DATA_DIR),
+            "--limit", "2", "-n", "1", "--max-tokens", "8", "--device", "cpu", "--output", str(tmp_path / "r.json"),
+            "--run-dir", str(tmp_path / "eval"), "--verifier-url", url])
+    assert out.exit_code == 0, out.output
+    assert (checkpoint / "hf" / "config.json").is_file()
+    assert json.loads((tmp_path / "r.json").read_text())["amc23"]["n_samples"] == 2
