@@ -82,6 +82,14 @@ class Endpoint:
         self.info = reply
         return reply
 
+    async def ping_twice(self, timeout_s: float = 3.0) -> dict:
+        """``ping``, tried once more after a failure (a busy host can delay one reply)."""
+        try:
+            return await self.ping(timeout_s)
+        except ExecutorError:
+            await asyncio.sleep(0.5)
+            return await self.ping(timeout_s)
+
     async def run(self, request: dict, keep_going: Callable[[dict], bool],
                   timeout_s: float) -> list[dict]:
         """Run one job; ``keep_going(test_frame)`` decides whether the next test runs.

@@ -271,9 +271,10 @@ class DockerBackend(PooledBackend):
             self._replacing.discard(name)
 
     async def _probe(self, ep: Endpoint) -> str | None:
-        """None when healthy, else why not."""
+        """None when healthy, else why not. An executor must miss two pings in a row (a busy host
+        can delay one) to count as gone."""
         try:
-            info = await ep.ping(timeout_s=3.0)
+            info = await ep.ping_twice(timeout_s=3.0)
         except ExecutorError as exc:
             return str(exc)
         if not info.get("ok") and info.get("tampered", True):  # a stuck slot is replaced in there

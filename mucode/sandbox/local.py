@@ -259,7 +259,7 @@ class LocalBackend(PooledBackend):
 
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
         try:
-            info = await ep.ping(timeout_s=2.0)
+            info = await ep.ping_twice(timeout_s=3.0)  # a busy host can delay one ping
             if info.get("ok") or not info.get("tampered", True):
                 return  # healthy, or a stuck slot the executor is replacing itself
         except ExecutorError:
