@@ -190,7 +190,9 @@ class PooledBackend:
         request = {"op": "run", "language": run.language, "mode": "stdio", "program": run.program,
                    "inputs": [run.stdin], "time_limit_s": run.time_limit_s,
                    "memory_limit_mb": run.memory_limit_mb}
-        frames, error = await self._run(request, lambda _: False, run.time_limit_s)
+        if run.wall_limit_s is not None:
+            request["wall_limit_s"] = run.wall_limit_s
+        frames, error = await self._run(request, lambda _: False, max(run.time_limit_s, run.wall_limit_s or 0.0))
         if error is not None or not frames:
             return TestOutcome(Verdict.sandbox_error, "", error or "no result", False, None, None,
                                0.0, 0.0, 0.0, None)

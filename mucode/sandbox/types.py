@@ -99,4 +99,7 @@ class RawRun:
     stdin: str = ""
     language: str = "python"
     time_limit_s: float = 10.0
+    """CPU seconds."""
     memory_limit_mb: int = 1024
+    wall_limit_s: float | None = None
+    """Wall-clock seconds; None: the executor's default (a multiple of ``time_limit_s``)."""

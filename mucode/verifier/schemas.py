@@ -98,13 +98,19 @@ class RunCodeRequest(BaseModel):
     language: str = "python"
     stdin: str | None = None
     compile_timeout: float = Field(default=10.0, ge=0)
-    run_timeout: float = Field(default=10.0, gt=0)
+    run_timeout: float = Field(default=10.0, gt=0, description="Wall-clock seconds, as in SandboxFusion.")
+    cpu_timeout: float | None = Field(default=None, gt=0, description=(
+        "mucode extension: CPU seconds of the program (all its processes); default: run_timeout."))
     memory_limit_MB: int = Field(default=-1, description="-1: the default (1024 MB).")
     files: dict[str, str | None] = Field(default_factory=dict, description="Not supported: must be empty.")
     fetch_files: list[str] = Field(default_factory=list, description="Not supported: must be empty.")
 
 
 class RunResult(BaseModel):
+    """``Finished``: the program ran (``return_code`` says how it ended; negative: killed by that
+    signal); ``TimeLimitExceeded``: killed at ``run_timeout``/``cpu_timeout``; ``Error``: the sandbox
+    failed to run it."""
+
     status: Literal["Finished", "Error", "TimeLimitExceeded"]
     execution_time: float | None = None
     return_code: int | None = None
@@ -113,7 +119,8 @@ class RunResult(BaseModel):
 
 
 class RunCodeResponse(BaseModel):
-    """SandboxFusion's ``/run_code`` response. ``status``: Success iff the program exited 0."""
+    """SandboxFusion's ``/run_code`` response. ``status``: ``Success`` iff the program finished with
+    return code 0, ``Failed`` if it ran otherwise, ``SandboxError`` if the sandbox failed."""
 
     status: Literal["Success", "Failed", "SandboxError"]
     message: str = ""

@@ -1,8 +1,14 @@
 """``POST /run_code``: SandboxFusion-compatible, so verl's ``sandbox_fusion`` reward route works unchanged.
 
+Field semantics as SandboxFusion defines them: ``run_timeout`` is wall-clock (a program sleeping past
+it is ``TimeLimitExceeded``); ``run_result.status`` is ``Finished`` for every program that ran — its
+``return_code`` says how it ended (negative: killed by that signal, e.g. at the memory limit) — and
+``Error`` only when the sandbox itself failed, which is also the response's ``status: SandboxError``
+(verl maps it to -1, not to a wrong answer). mucode adds ``cpu_timeout`` (CPU seconds of all the
+program's processes; default ``run_timeout``).
+
 Deviations from SandboxFusion: Python only (another language is a 422), no ``files``/``fetch_files``
-(a 422 when non-empty), ``compile_timeout`` is ignored (nothing is compiled). An infrastructure failure
-is ``status: SandboxError`` (verl maps it to -1, not to a wrong answer).
+(a 422 when non-empty), ``compile_timeout`` is ignored (nothing is compiled).
 
 Runs share the scoring slots and the queue bound of /v1/verify (a full queue is a 429 with
 ``Retry-After``); a run not finished within ``request_timeout_s`` (queueing included) is a 504 with
@@ -24,9 +30,6 @@ from mucode.verifier.text import text_problems
 router = APIRouter(tags=["sandboxfusion"])
 
 _DEFAULT_MEMORY_MB = 1024
-_RUN_STATUS = {"correct": "Finished", "runtime_error": "Error", "time_limit": "TimeLimitExceeded",
-               "memory_limit": "Error", "output_limit": "Error", "wrong_answer": "Finished",
-               "compile_error": "Error"}
 
 
 @router.post("/run_code", response_model=RunCodeResponse, dependencies=[Authorized],
@@ -40,9 +43,11 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
         problems.append(f"language: {request.language!r} is not supported; mucode runs 'python' only")
     if request.files or request.fetch_files:
         problems.append("files/fetch_files: not supported by mucode; inline the data into code or stdin")
-    if request.run_timeout > verifier.settings.run_code_max_timeout_s:
-        problems.append(f"run_timeout: {request.run_timeout} s is over the limit of "
-                        f"{verifier.settings.run_code_max_timeout_s} s (MUCODE_RUN_CODE_MAX_TIMEOUT_S)")
+    for name in ("run_timeout", "cpu_timeout"):
+        value = getattr(request, name)
+        if value is not None and value > verifier.settings.run_code_max_timeout_s:
+            problems.append(f"{name}: {value} s is over the limit of "
+                            f"{verifier.settings.run_code_max_timeout_s} s (MUCODE_RUN_CODE_MAX_TIMEOUT_S)")
     if request.memory_limit_MB != -1 and not 16 <= request.memory_limit_MB <= 8192:
         problems.append(f"memory_limit_MB: {request.memory_limit_MB} is outside 16..8192 (or -1 for the default)")
     if problems:
@@ -53,7 +58,7 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             detail="this verifier serves no sandbox (started with MUCODE_RUN_CODE=false)")
     run = RawRun(program=request.code, stdin=request.stdin or "", language="python",
-                 time_limit_s=request.run_timeout,
+                 time_limit_s=request.cpu_timeout or request.run_timeout, wall_limit_s=request.run_timeout,
                  memory_limit_mb=_DEFAULT_MEMORY_MB if request.memory_limit_MB == -1 else request.memory_limit_MB)
     try:
         verifier.admit(1)
@@ -78,12 +83,11 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
     verifier.metrics.items.labels("run_code", verdict.value).inc()
     if verdict is Verdict.sandbox_error:
         return RunCodeResponse(status="SandboxError", message=outcome.stderr[:1000] or "sandbox error")
-    result = RunResult(
-        status=_RUN_STATUS.get(verdict.value, "Error"),  # type: ignore[arg-type]
-        execution_time=outcome.wall_s, return_code=outcome.exit_code,
-        stdout=outcome.stdout, stderr=outcome.stderr,
-    )
-    ok = verdict is Verdict.correct
+    timed_out = verdict is Verdict.time_limit
+    code = outcome.exit_code if outcome.exit_code is not None else (-outcome.signal if outcome.signal else None)
+    result = RunResult(status="TimeLimitExceeded" if timed_out else "Finished", execution_time=outcome.wall_s,
+                       return_code=code, stdout=outcome.stdout, stderr=outcome.stderr)
+    ok = not timed_out and code == 0
     return RunCodeResponse(status="Success" if ok else "Failed", message="" if ok else verdict.value,
                            run_result=result)
 
