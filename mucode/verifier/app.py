@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from mucode.verifier.core import Verifier
 from mucode.verifier.errors import install_error_handlers
 from mucode.verifier.limits import BodySizeLimit, RequestMetrics
-from mucode.verifier.routers import health, metrics, run_code, verify
+from mucode.verifier.routers import health, metrics, openrlhf, run_code, verify
 from mucode.verifier.settings import VerifierSettings
 
 __all__ = ["create_app"]
@@ -40,7 +40,7 @@ def create_app(settings: VerifierSettings | None = None, *, verifier: Verifier |
     )
     app.state.verifier = core
     install_error_handlers(app)
-    for router in (verify.router, run_code.router, health.router, metrics.router):
+    for router in (verify.router, run_code.router, openrlhf.router, health.router, metrics.router):
         app.include_router(router)
 
     app.add_middleware(RequestMetrics, metrics=core.metrics)

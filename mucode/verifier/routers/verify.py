@@ -64,6 +64,15 @@ async def verify(
     invalid Unicode) are a 4xx for the whole batch before any work starts. A full queue is a 429 with
     ``Retry-After``; items not scored within ``request_timeout_s`` come back ``verifier_error``.
     """
+    results = await score_request(request, verifier, x_mucode_timeout_s)
+    return VerifyResponse(results=results)
+
+
+async def score_request(request: VerifyRequest, verifier: Verifier, client_timeout_s: float | None) -> list[Any]:
+    """Every check, then the scoring, of a verify request; raises the HTTP errors described above.
+
+    Shared by the routes that speak other frameworks' formats (``openrlhf``), so they keep the same
+    limits, queue bound and outer time limit."""
     settings = verifier.settings
     limit = settings.max_items_per_request
     if len(request.items) > limit:
@@ -81,8 +90,7 @@ async def verify(
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(exc),
                             headers={"Retry-After": str(exc.retry_after_s)}) from None
     try:
-        limit = answer_within(settings.request_timeout_s, x_mucode_timeout_s)
-        results = await verifier.verify(request.items, timeout_s=limit)
+        limit = answer_within(settings.request_timeout_s, client_timeout_s)
+        return await verifier.verify(request.items, timeout_s=limit)
     finally:
         verifier.release(n)
-    return VerifyResponse(results=results)

@@ -1,0 +1,91 @@
+"""``POST /openrlhf/reward``: OpenRLHF's remote reward-model protocol, scored by mucode's programs.
+
+OpenRLHF (``--remote_rm_url http://host:8000/openrlhf/reward``) posts ``{"query": [...], "prompts":
+[...], "labels": [...]}`` — ``query`` is prompt + response as one string, ``prompts`` the prompts,
+``labels`` the data set's label column — and reads ``rewards`` (and ``scores``, ``extra_logs``) back.
+
+Each sample becomes a mucode item: the response is ``query`` without its leading ``prompt``; the label
+decides the program, by the rules of verl's adapter (``mucode.verifier.verl_reward.to_item``): JSON
+``{"program", "spec"}`` is used as is, JSON with ``tests`` (or verl's ``inputs``/``outputs``) is a code
+item, anything else is a math answer. So one OpenRLHF data set may mix math and code.
+
+Deviation from a reward model: when any sample of the request cannot be scored (sandbox or verifier
+failure), the whole request is a 503 — OpenRLHF retries it, then stops — instead of a reward of 0
+that would be trained on as a wrong answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, HTTPException, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from mucode.rewards.types import INFRA_STATUSES, Item, RewardStatus
+from mucode.verifier.deps import Authorized, VerifierDep
+from mucode.verifier.routers.verify import score_request
+from mucode.verifier.schemas import ErrorResponse, VerifyRequest
+from mucode.verifier.verl_reward import to_item
+
+router = APIRouter(tags=["openrlhf"])
+
+class OpenRLHFRequest(BaseModel):
+    """What OpenRLHF's remote reward client sends (``metas`` and other extra fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [{
+        "query": ["What is 1/2 + 1/2?\nIt is \\boxed{1}"], "prompts": ["What is 1/2 + 1/2?\n"], "labels": ["1"]}]})
+
+    query: list[str] = Field(description="Prompt + response of each sample, as one string.")
+    prompts: list[str] = Field(default_factory=list, description="The prompt of each sample (stripped from query).")
+    labels: list[str | None] = Field(default_factory=list, description="The label column: a math answer, or JSON "
+                                     "of a code spec / {program, spec}.")
+
+
+class OpenRLHFResponse(BaseModel):
+    rewards: list[float]
+    scores: list[float]
+    extra_logs: dict[str, list[float]] = Field(description="Per-sample 0/1 flags OpenRLHF logs: `correct`.")
+
+
+def _items(request: OpenRLHFRequest) -> list[Item]:
+    n = len(request.query)
+    if len(request.prompts) not in (0, n) or len(request.labels) != n:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=(
+            f"query has {n} samples, prompts {len(request.prompts)}, labels {len(request.labels)}: "
+            "send one label (and one prompt) per query"))
+    items = []
+    for i, (query, label) in enumerate(zip(request.query, request.labels, strict=True)):
+        prompt = request.prompts[i] if request.prompts else ""
+        response = query[len(prompt):] if prompt and query.startswith(prompt) else query
+        extra: dict[str, Any] = {"index": i}
+        truth: Any = label
+        if isinstance(label, str) and label.lstrip().startswith("{"):
+            try:
+                parsed = json.loads(label)
+            except json.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, dict) and "program" in parsed:
+                extra["mucode"] = parsed
+        items.append(Item.model_validate(to_item("openrlhf", response, truth, extra)))
+    return items
+
+
+@router.post("/openrlhf/reward", response_model=OpenRLHFResponse, dependencies=[Authorized],
+             responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 503)})
+async def openrlhf_reward(
+    request: OpenRLHFRequest,
+    verifier: VerifierDep,
+    x_mucode_timeout_s: Annotated[float | None, Header()] = None,
+) -> OpenRLHFResponse:
+    """Scores OpenRLHF samples; rewards in the order of ``query``."""
+    results = await score_request(VerifyRequest(items=_items(request)), verifier, x_mucode_timeout_s)
+    failed = [(i, r) for i, r in enumerate(results) if r.status in INFRA_STATUSES]
+    if failed:
+        i, r = failed[0]
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=(
+            f"{len(failed)} of {len(results)} samples could not be scored (sample {i}: {r.status}: "
+            f"{r.details.get('error')}); retry later — a 0 here would train on it as a wrong answer"))
+    rewards = [float(r.reward) for r in results]
+    return OpenRLHFResponse(rewards=rewards, scores=rewards,
+                            extra_logs={"correct": [float(r.status is RewardStatus.correct) for r in results]})
