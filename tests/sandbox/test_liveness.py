@@ -53,10 +53,14 @@ def test_a_killed_job_handler_means_a_re_run_on_a_fresh_slot(sb: Handle) -> None
     assert_nothing_left(sb)
 
 
-def test_local_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run() -> None:
-    if os.geteuid() != 0:
+@pytest.mark.parametrize("kind", [pytest.param("local", id="local"),
+                                  pytest.param("docker", id="docker", marks=pytest.mark.docker)])
+def test_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run(kind: str) -> None:
+    if kind == "local" and os.geteuid() != 0:
         pytest.skip("the local sandbox backend needs root (CI runs as root)")
-    h = Handle("local", slots=2, uid_base=61300, health_interval_s=0.5, deadline_slack_s=2.0)
+    options = ({"slots": 2, "uid_base": 61300} if kind == "local"
+               else {"containers": 1, "slots_per_container": 2, "uid_base": 11300})
+    h = Handle(kind, health_interval_s=0.5, deadline_slack_s=2.0, **options)
     try:
         assert_confined(h)
         job = stdio_job(SLOW, ["1\n"], ["2"], time_limit_s=1.0)
@@ -74,9 +78,10 @@ def test_local_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_ru
         assert fut.result(60).verdict is Verdict.correct  # re-run once on a fresh slot
         assert h.health()["ok"]
         every_slot_correct(h)
+        uids = h.slot_uids
     finally:
         h.close()
-    assert not slot_processes([61300, 61301])
+    assert not slot_processes(uids)
 
 
 IPC_OWNER = GUARD + '''
