@@ -48,6 +48,9 @@ def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     rule = "  ".join("-" * w for w in widths)
     out = [line(headers), rule, *(line(r) for r in rows), rule, line(total_row)]
     extra = [f"engine switches: {totals.get('engine_switches', 0)}"]
+    if totals.get("data/dropped_long_prompts"):
+        extra.append(f"prompts: {totals.get('data/prompts')} used, {totals['data/dropped_long_prompts']} dropped "
+                     f"(longer than data.max_prompt_tokens)")
     first, final = totals.get("reward/first_rollout_mean"), totals.get("reward/final_mean")
     if first is not None and final is not None:
         extra.append(f"reward: {first:.3f} (initial policy, stage 0 rollouts) → {final:.3f} (final policy)")

@@ -90,6 +90,7 @@ def test_long_prompts_are_dropped_and_counted_and_resumes_keep_store_keys(
     store = StageStore.open(run_dir / "stages" / "stage-0000")
     assert sorted({g.prompt_id for g in store.iter_groups()}) == sorted(f"t{i}" for i in range(8))
     assert json.loads((run_dir / "batch_plan.json").read_text())["data/dropped_long_prompts"] == 1
+    assert "prompts: 8 used, 1 dropped (longer than data.max_prompt_tokens)" in (run_dir / "summary.txt").read_text()
 
     saved = (run_dir / "config.yaml").read_text()
     for changed, key in [(dict(batch__prompts_per_update=4, batch__updates_per_stage=2), "batch.prompts_per_update: 2 → 4"),
