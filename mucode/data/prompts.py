@@ -28,6 +28,22 @@ def render_prompt(tokenizer: Any, record: TaskRecord, *, chat_template: str | No
     return [int(i) for i in ids]
 
 
+def prompt_lengths(
+    tokenizer: Any, records: list[TaskRecord], *, chat_template: str | None = None, chunk: int = 1024
+) -> list[int]:
+    """``len(render_prompt(tokenizer, r))`` for every record, tokenizing ``chunk`` prompts per call
+    (about twice as fast as one call per prompt on a data set of tens of thousands)."""
+    template = chat_template or getattr(tokenizer, "chat_template", None)
+    if not template:
+        return [len(render_prompt(tokenizer, r, chat_template=chat_template)) for r in records]
+    lengths: list[int] = []
+    for start in range(0, len(records), chunk):
+        texts = [tokenizer.apply_chat_template(r.messages, tokenize=False, add_generation_prompt=True,
+                                               chat_template=template) for r in records[start:start + chunk]]
+        lengths += [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    return lengths
+
+
 def render_prompts(
     tokenizer: Any, records: list[TaskRecord], *, chat_template: str | None = None
 ) -> list[tuple[str, list[int]]]:

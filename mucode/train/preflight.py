@@ -122,9 +122,9 @@ def check_run(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
 
 def drop_long_prompts(records: list[TaskRecord], tokenizer: Any, max_prompt_tokens: int) -> tuple[list[TaskRecord], int]:
     """(records whose rendered prompt fits ``max_prompt_tokens``, how many were dropped)."""
-    from mucode.data.prompts import render_prompt
+    from mucode.data.prompts import prompt_lengths
 
-    kept = [r for r in records if len(render_prompt(tokenizer, r)) <= max_prompt_tokens]
+    kept = [r for r, n in zip(records, prompt_lengths(tokenizer, records), strict=True) if n <= max_prompt_tokens]
     if not kept:
         raise PreflightError(
             f"all {len(records)} prompts are longer than data.max_prompt_tokens={max_prompt_tokens} tokens; "

@@ -36,3 +36,13 @@ def test_template_override_and_missing_template(tokenizer) -> None:  # type: ign
             render_prompt(tokenizer, record)
     finally:
         tokenizer.chat_template = saved
+
+
+def test_prompt_lengths_in_chunks_equal_one_render_per_prompt(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from mucode.data.prompts import prompt_lengths
+
+    records = load_tasks("toy", "math") + load_tasks("toy", "code")
+    expected = [len(render_prompt(tokenizer, r)) for r in records]
+    assert len(set(expected)) > 5  # the prompts differ in length, so the comparison is not trivial
+    assert prompt_lengths(tokenizer, records, chunk=7) == expected
+    assert prompt_lengths(tokenizer, records) == expected
