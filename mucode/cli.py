@@ -15,21 +15,52 @@ import platform
 import shutil
 import subprocess
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import yaml
+from typer.core import TyperGroup
 
 from mucode.config import ConfigError, MucodeConfig, batch_plan, load_config, preset_names
 
+class OneLineUsageErrors(TyperGroup):
+    """Usage mistakes (unknown command or option, a missing argument, a value of the wrong type) as one
+    line naming the command's --help, exit code 2, instead of click's boxed usage text."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except typer.TyperException as err:  # typer's (vendored click's) UsageError and subclasses
+            if getattr(err, "exit_code", None) != 2 or not hasattr(err, "format_message"):
+                raise
+            where = getattr(getattr(err, "ctx", None), "command_path", None) or "mucode"
+            typer.echo(f"error: {' '.join(err.format_message().split())} — see `{where} --help`", err=True)
+            raise typer.Exit(2) from None
+
+
 app = typer.Typer(
+    cls=OneLineUsageErrors,
     name="mucode",
     help="μ-GRPO: staged, highly off-policy GRPO for code and math with verifiable rewards.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-config_app = typer.Typer(help="Inspect the resolved configuration.", no_args_is_help=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"mucode {_version('mucode')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="Print mucode's version and exit.")] = False) -> None:
+    """μ-GRPO: staged, highly off-policy GRPO for code and math with verifiable rewards."""
+
+
+config_app = typer.Typer(help="Inspect the resolved configuration.", no_args_is_help=True, cls=OneLineUsageErrors)
 app.add_typer(config_app, name="config")
 
 _AREAS = ("mucode.verifier.commands", "mucode.train.commands", "mucode.eval.commands",
@@ -84,8 +115,25 @@ def config_keys(section: Annotated[str | None, typer.Argument(help="Only this se
         typer.secho(f"[{name}]", bold=True)
         model = field.annotation
         for key, sub in model.model_fields.items():  # type: ignore[union-attr]
-            typer.echo(f"  {name}.{key} = {defaults[name][key]!r}")
+            default = yaml.safe_dump(defaults[name][key], default_flow_style=True).strip().removesuffix("\n...")
+            typer.echo(f"  {name}.{key}={default}    [{_type_name(sub.annotation)}]")
             typer.echo(f"      {sub.description or ''}")
+
+
+def _type_name(annotation: object) -> str:
+    """A field's type as a user writes its values: `int`, `float or null`, `one of: a, b`."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return "one of: " + ", ".join(str(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if origin in (list, tuple):
+        inner = ", ".join(_type_name(a) for a in args if a is not Ellipsis)
+        return f"list of {inner}" if origin is list else f"[{inner}]"
+    return getattr(annotation, "__name__", str(annotation))
 
 
 def _version(dist: str) -> str:

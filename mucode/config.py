@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "AlgoConfig",
@@ -203,6 +203,13 @@ class TrainConfig(_Section):
     plus the best evaluated one and the current stage's β; older ones are deleted. None: keep all."""
 
 
+def _as_list(value: Any) -> Any:
+    """A scalar where a list is expected is a one-element list; a comma-separated string is split."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
 class VerifierConfig(_Section):
     url: list[str] = Field(default_factory=list)
     """Base URLs of running verifiers. Empty: start one in-process on loopback with `backend`."""
@@ -215,10 +222,14 @@ class VerifierConfig(_Section):
     max_retries: int = Field(3, ge=0)
     """Retries of infrastructure failures before an item is masked out."""
 
+    _url_list = field_validator("url", mode="before")(_as_list)
+
 
 class EvalConfig(_Section):
     benchmarks: list[str] = Field(default_factory=list)
     """Benchmarks run at eval time (e.g. math500, aime24, livecodebench). Empty: no evaluation."""
+
+    _benchmark_list = field_validator("benchmarks", mode="before")(_as_list)
     data_dir: str | None = None
     """Local directory of evaluation data (offline); None: the Hub."""
     samples_per_problem: int | None = None
@@ -275,6 +286,17 @@ class MucodeConfig(_Section):
             data = {**data, "batch": batch}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _veto_follows_objective(cls, data: Any) -> Any:
+        """The veto is μ-GRPO's: `algo.objective=grpo` or `m2po` turns it off unless `algo.veto_scope` is set."""
+        if not isinstance(data, dict):
+            return data
+        algo = data.get("algo")
+        if isinstance(algo, dict) and algo.get("objective") not in (None, "mu_grpo") and "veto_scope" not in algo:
+            data = {**data, "algo": {**algo, "veto_scope": "none"}}
+        return data
+
     @model_validator(mode="after")
     def _check_combinations(self) -> MucodeConfig:
         algo = self.algo
@@ -319,7 +341,13 @@ def _read_yaml(config: str | Path | list[str]) -> dict[str, Any]:
         path = CONFIG_DIR / f"{config}.yaml"
     if not path.exists():
         raise ConfigError(f"config file {config!s} not found; give a path or one of the presets: {', '.join(preset_names())}")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML ({problem}); fix the file (indentation, a missing ':' or quote)") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}")
     base = data.pop("defaults", None)
@@ -351,7 +379,10 @@ def _apply_override(tree: dict[str, Any], override: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"{key}: {part} is not a section")
-    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+    try:
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        raise ConfigError(f"override {override!r}: the value is not valid YAML; quote it, e.g. {key}='{raw}'") from None
 
 
 def _format_error(err: ValidationError) -> str:
@@ -365,6 +396,8 @@ def _format_error(err: ValidationError) -> str:
                 section = section.model_fields[str(p)].annotation  # type: ignore[assignment]
             msg = f"unknown key; valid keys here: {', '.join(section.model_fields)}"
         lines.append(f"  {loc}: {msg}")
+    if len(lines) == 1:  # the common case: one mistake, one line
+        return "invalid config: " + lines[0].strip()
     return "invalid config:\n" + "\n".join(lines)
 
 

@@ -65,7 +65,7 @@ def test_config_file_path(tmp_path) -> None:
     [
         (["algo.veto_scope=everything"], "'none', 'trigger', 'suffix', 'nontrigger_suffix' or 'sequence'"),
         (["algo.dual_clip_c=3"], "dual-clip"),
-        (["algo.objective=grpo"], "set algo.veto_scope=none"),
+        (["algo.objective=grpo", "algo.veto_scope=suffix"], "set algo.veto_scope=none"),
         (["algo.objective=ppo"], "'grpo', 'mu_grpo' or 'm2po'"),
         (["batch.samples_per_prompt=1"], "greater than or equal to 2"),
         (["batch.prompts_per_updat=3"], "valid keys here: samples_per_prompt, prompts_per_update"),

@@ -56,7 +56,7 @@ def test_config_keys_documents_every_field() -> None:
     assert out.returncode == 0, out.stderr
     for section, field in MucodeConfig.model_fields.items():
         for key, sub in field.annotation.model_fields.items():
-            assert f"{section}.{key} =" in out.stdout
+            assert f"  {section}.{key}=" in out.stdout
             assert sub.description, f"{section}.{key} has no docstring"
 
 

@@ -20,32 +20,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
+from mucode.cli import OneLineUsageErrors
 from mucode.eval.cli_support import check_partial, fail, run_guarded, say
 
 __all__ = ["register"]
 
 
-class _OneLineUsageErrors(TyperGroup):
-    """Usage mistakes (unknown command or option, a value of the wrong type) as one line, exit 2."""
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (
-            typer.TyperException
-        ) as err:  # typer's (vendored click's) UsageError and subclasses: exit code 2
-            if getattr(err, "exit_code", None) != 2 or not hasattr(err, "format_message"):
-                raise
-            where = getattr(getattr(err, "ctx", None), "command_path", None) or "mucode eval"
-            fail(f"{err.format_message()} — see `{where} --help`")
-
-
 eval_app = typer.Typer(
     help="Evaluate a model or a samples file: LiveCodeBench, math, EvalPlus.",
     no_args_is_help=True,
-    cls=_OneLineUsageErrors,
+    cls=OneLineUsageErrors,
 )
 
 Model = Annotated[str | None, typer.Option("--model", "-m", help="HF model directory, Hub id, `tiny`, or a training checkpoint / run directory (exported once to CHECKPOINT/hf).")]
