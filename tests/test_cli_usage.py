@@ -19,7 +19,7 @@ def _bad_yaml(tmp: Path) -> str:
 CASES = [
     (["nosuchcmd"], "No such command"),
     (["train", "--nosuchflag"], "mucode train --help"),
-    (["train", "--task", "chess"], "--task must be code or math"),
+    (["train", "--task", "chess"], "is not one of 'code', 'math'"),
     (["train", "--task", "math", "batch.prompts_per_updat=3"], "prompts_per_updat"),
     (["train", "--config", "nosuchpreset"], "one of the presets"),
     (["train", "--config", "{bad_yaml}"], "bad.yaml:3:"),

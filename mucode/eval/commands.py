@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -34,7 +34,7 @@ eval_app = typer.Typer(
 )
 
 Model = Annotated[str | None, typer.Option("--model", "-m", help="HF model directory, Hub id, `tiny`, or a training checkpoint / run directory (exported once to CHECKPOINT/hf).")]
-Engine = Annotated[str, typer.Option("--engine", help="Rollout engine: hf (CPU/GPU) or vllm (GPU).")]
+Engine = Annotated[Literal["hf", "vllm"], typer.Option("--engine", help="Rollout engine: hf (CPU/GPU) or vllm (GPU).")]
 Samples = Annotated[
     Path | None, typer.Option("--samples", help="Score this samples file instead of generating.")
 ]
@@ -51,7 +51,7 @@ Urls = Annotated[
     typer.Option("--verifier-url", help="Running verifier(s); default: start one in-process."),
 ]
 Backend = Annotated[
-    str, typer.Option("--backend", help="Sandbox backend of the in-process verifier: docker, local.")
+    Literal["docker", "local"], typer.Option("--backend", help="Sandbox backend of the in-process verifier.")
 ]
 Token = Annotated[
     str | None, typer.Option("--token", envvar="MUCODE_VERIFIER_TOKEN", help="Verifier bearer token.")
@@ -113,8 +113,6 @@ class Common:
             )
         if self.samples is not None and not self.samples.exists():
             fail(f"{self.samples}: no such samples file — check the path given to --samples")
-        if self.backend not in ("docker", "local"):
-            fail(f"unknown sandbox backend {self.backend!r} — use --backend docker or --backend local")
 
     def verifier(self) -> Any:
         from mucode.eval.judge import VerifierOptions

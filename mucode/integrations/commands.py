@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 
 def verl_config(
-    task: Annotated[str | None, typer.Option("--task", help="code or math (sets data.task).")] = None,
+    task: Annotated[Literal["code", "math"] | None, typer.Option("--task", help="Sets data.task.")] = None,
     config: Annotated[str | None, typer.Option("--config", "-c", help="YAML file or preset name.")] = None,
     overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides.", show_default=False)] = None,
     output: Annotated[Path | None, typer.Option(

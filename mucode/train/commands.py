@@ -7,7 +7,7 @@ stays fast.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -32,7 +32,7 @@ def _overrides(task: str | None, run_dir: Path | None, overrides: list[str] | No
 
 
 def train(
-    task: Annotated[str | None, typer.Option("--task", help="code or math (sets data.task).")] = None,
+    task: Annotated[Literal["code", "math"] | None, typer.Option("--task", help="Sets data.task.")] = None,
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Output directory (default runs/<train.run_name>).")] = None,
@@ -43,9 +43,6 @@ def train(
     from mucode.cli import resolve_config
     from mucode.train.loop import ResumeError, run_training
 
-    if task is not None and task not in ("code", "math"):
-        typer.secho(f"--task must be code or math, not {task!r}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2)
     cfg = resolve_config(config, _overrides(task, run_dir, overrides))
     from transformers.utils import logging as hf_logging
 

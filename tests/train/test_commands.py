@@ -63,6 +63,6 @@ def test_plot_of_a_directory_without_metrics_fails_clearly(tmp_path: Path) -> No
 
 def test_train_rejects_unknown_task_and_bad_override() -> None:
     out = CliRunner().invoke(get_app(), ["train", "--task", "chess"])
-    assert out.exit_code == 2 and "--task must be code or math" in out.output
+    assert out.exit_code == 2 and "is not one of 'code', 'math'" in out.output
     out = CliRunner().invoke(get_app(), ["train", "--task", "math", "batch.prompts_per_updat=3"])
     assert out.exit_code == 2 and "prompts_per_updat" in out.output
