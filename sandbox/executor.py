@@ -151,11 +151,7 @@ def _slot(i: int, args: argparse.Namespace) -> Slot:
     return Slot(i, args.uid_base + i, os.path.join(args.scratch, str(i)), tuple(procs), oom)
 
 
-def serve(args: argparse.Namespace) -> None:
-    pyrun.prepare()
-    if seccomp.supported():
-        seccomp.program()  # built once, before any fork
-    writable_shared = close_shared_dirs()
+def _slots(args: argparse.Namespace) -> list[Slot]:
     slots = [_slot(i, args) for i in range(args.slots)]
     for slot in slots:
         if not os.path.isdir(slot.root):
@@ -165,6 +161,15 @@ def serve(args: argparse.Namespace) -> None:
         if st.st_uid != slot.uid:
             sys.exit(f"executor: scratch dir {slot.root} must be owned by uid {slot.uid} (mount a tmpfs "
                      f"with uid={slot.uid},mode=0700 there, or let the executor create it)")
+    return slots
+
+
+def serve(args: argparse.Namespace) -> None:
+    pyrun.prepare()
+    if seccomp.supported():
+        seccomp.program()  # built once, before any fork
+    writable_shared = close_shared_dirs()
+    slots = _slots(args)
     sock_path = args.socket
     ctl_path = sock_path[:-5] + ".ctl" if sock_path.endswith(".sock") else sock_path + ".ctl"
     listeners = []
