@@ -83,6 +83,14 @@ class DataConfig(_Section):
     (`data/dropped_long_prompts` in the summary). Prompt + `rollout.max_response_tokens` must fit the model."""
     shuffle_seed: int = 0
     """Seed of the prompt order; each stage draws the next B_train prompts of this order."""
+    format: Literal["auto", "code_contests", "math", "verl", "mucode", "trl"] = "auto"
+    """The rows' schema (named `format`: pydantic reserves `schema`). `auto` detects it from the first
+    row; `trl` is TRL's (`prompt` text or messages, `solution` answer or `tests` code spec). `verl`,
+    `mucode` and `trl` rows may mix math and code in one file (per row: `extra_info.mucode`/`ability`,
+    `program`, `tests`); `data.task` is the default where a row does not say."""
+    columns: dict[str, str] = Field(default_factory=dict)
+    """Column renames applied to every row before the schema reads it, file name → schema name,
+    e.g. {question: prompt, final_answer: solution}."""
 
 
 class RolloutConfig(_Section):

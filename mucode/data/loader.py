@@ -67,6 +67,7 @@ def load_task_set(
     drop_multiple_answers: bool = True,
     require_python3_solution: bool = False,
     revision: str | None = None,
+    columns: dict[str, str] | None = None,
 ) -> TaskSet:
     """Like ``load_tasks`` but also returns the drop counts and the files read."""
     if task not in ("code", "math"):
@@ -79,7 +80,10 @@ def load_task_set(
         records = toy_tasks(task, split=split, instruction=instruction)
         return TaskSet(records=records[:limit] if limit is not None else records, source=source, schema="toy")
     files = _resolve_files(source, split, revision)
+    rename = dict(columns or {})
     row = first_row(files)
+    if row is not None and rename:
+        row = _renamed(row, rename)
     if row is None:
         raise ValueError(f"data source {source!r} (split {split!r}) has no rows")
     schema_name = detect_schema(row, task) if schema == "auto" else schema
@@ -98,7 +102,7 @@ def load_task_set(
     for index, raw in enumerate(iter_rows(files)):
         if limit is not None and len(task_set.records) >= limit:
             break
-        result = mapper(raw, index, options)
+        result = mapper(_renamed(raw, rename) if rename else raw, index, options)
         if isinstance(result, Dropped):
             task_set.dropped[result.reason] += 1
             continue
@@ -122,6 +126,11 @@ def load_task_set(
     return task_set
 
 
+def _renamed(row: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
+    """``row`` with its columns renamed (file name → schema name); a column not in the file is ignored."""
+    return {rename.get(key, key): value for key, value in row.items()}
+
+
 def load_tasks(
     source: str,
     task: TaskKind,
@@ -140,7 +149,8 @@ def load_tasks(
         split: split name; for a directory or Hub repo, the files whose names carry it.
         limit: keep at most this many records (after filtering).
         instruction: text appended to the problem; None uses the schema's default.
-        **kw: ``schema`` (auto|code_contests|math|verl|mucode), ``system_prompt``, ``max_tests``,
+        **kw: ``schema`` (auto|code_contests|math|verl|mucode|trl), ``columns`` (renames applied to
+            every row first, file name → schema name), ``system_prompt``, ``max_tests``,
             ``drop_multiple_answers``, ``require_python3_solution``, ``revision``.
     """
     return load_task_set(source, task, split=split, limit=limit, instruction=instruction, **kw).records

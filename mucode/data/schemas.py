@@ -16,6 +16,13 @@ Registered schemas (``schema=`` of ``load_tasks``; ``"auto"`` picks one from the
   (verl data sets carry their instruction); ``instruction=`` appends one if given. Code ground
   truth is verl/PRIME's JSON ``{"inputs", "outputs", "fn_name"?}``.
 - ``mucode``: rows already in mucode's shape (``spec`` plus ``messages`` or ``prompt``).
+- ``trl``: TRL's shape: ``prompt`` (text, or chat messages) and ``solution`` (a math answer) or
+  ``tests`` (a code spec ``{"tests": ...}`` or verl's ``{"inputs", "outputs", "fn_name"?}``, dict or
+  JSON), decided per row.
+
+One file may mix math and code with ``verl`` (per row: ``extra_info.mucode`` as written by ``mucode
+verl-config``, else ``ability``), ``mucode`` (``program``) and ``trl`` (``tests``); ``task`` is the
+default where a row does not say. ``columns=`` renames a source's columns first.
 
 The default code instruction is mucode's own: the paper does not print its code prompt. The math
 instruction is the paper's (and DeepScaleR's/verl's) ``Let's think step by step ...``.
@@ -97,6 +104,8 @@ def detect_schema(row: dict[str, Any], task: TaskKind) -> str:
         return "mucode"
     if "public_tests" in row or "private_tests" in row:
         return "code_contests"
+    if "prompt" in row and ("solution" in row or "tests" in row):
+        return "trl"
     if task == "math" and any(k in row for k in _MATH_PROBLEM_KEYS):
         return "math"
     raise ValueError(
@@ -244,6 +253,8 @@ def _json_arg_lines(value: Any) -> str:
 
 def _verl_code_spec(ground_truth: Any) -> dict[str, Any]:
     truth = json.loads(ground_truth) if isinstance(ground_truth, str) else dict(ground_truth)
+    if isinstance(truth.get("tests"), dict):  # already a mucode code spec
+        return truth
     inputs, outputs = list(truth.get("inputs") or []), list(truth.get("outputs") or [])
     fn_name = truth.get("fn_name")
     if fn_name:
@@ -265,29 +276,73 @@ def verl_row(row: dict[str, Any], index: int, options: RowOptions) -> TaskRecord
         return Dropped("no_prompt")
     if options.instruction:
         messages[-1]["content"] = _with_instruction(messages[-1]["content"], options.instruction, " ")
-    ground_truth = (row.get("reward_model") or {}).get("ground_truth")
-    if ground_truth is None:
-        return Dropped("no_ground_truth")
-    if options.task == "code":
-        try:
-            spec = _verl_code_spec(ground_truth)
-        except (ValueError, TypeError):
-            return Dropped("bad_code_ground_truth")
-        if not spec["tests"]["inputs"]:
-            return Dropped("no_tests")
-    else:
-        spec = {"answer": ground_truth}
     extra = row.get("extra_info") or {}
+    carried = extra.get("mucode")
+    carried = json.loads(carried) if isinstance(carried, str) else carried
+    if isinstance(carried, dict) and "program" in carried:  # written by `mucode verl-config`
+        program, spec = str(carried["program"]), dict(carried.get("spec") or {})
+    else:
+        ground_truth = (row.get("reward_model") or {}).get("ground_truth")
+        if ground_truth is None:
+            return Dropped("no_ground_truth")
+        program = _row_task(row.get("ability"), options.task)
+        if program == "code":
+            try:
+                spec = _verl_code_spec(ground_truth)
+            except (ValueError, TypeError, AttributeError):
+                return Dropped("bad_code_ground_truth")
+            if not spec["tests"].get("inputs") and spec["tests"].get("format") != "assert":
+                return Dropped("no_tests")
+        else:
+            spec = {"answer": ground_truth}
     row_id = extra.get("index", extra.get("id"))
     data_source = row.get("data_source") or options.source_name
     prompt_id = f"{data_source}-{row_id if row_id is not None else index}"
     return TaskRecord(
         prompt_id=prompt_id,
         messages=messages,
-        program=options.task,
+        program=program,
         spec=spec,
         meta={"source": data_source, "ability": row.get("ability"), "extra_info": extra},
     )
+
+
+_CODE_ABILITIES = frozenset({"code", "coding", "codegen", "programming"})
+_MATH_ABILITIES = frozenset({"math", "mathematics"})
+
+
+def _row_task(ability: Any, default: TaskKind) -> TaskKind:
+    """A row's own task where its ``ability`` says it (so one file may mix math and code), else ``default``."""
+    name = str(ability or "").strip().lower()
+    return "code" if name in _CODE_ABILITIES else "math" if name in _MATH_ABILITIES else default
+
+
+# ----------------------------------------------------------------------------- trl
+
+
+@register_schema("trl")
+def trl_row(row: dict[str, Any], index: int, options: RowOptions) -> TaskRecord | Dropped:
+    prompt = row.get("prompt")
+    if not prompt:
+        return Dropped("no_prompt")
+    messages = [dict(m) for m in prompt] if isinstance(prompt, list) else _messages(str(prompt), options)
+    if options.instruction:
+        messages[-1]["content"] = _with_instruction(messages[-1]["content"], options.instruction, " ")
+    tests = row.get("tests")
+    if tests not in (None, ""):
+        try:
+            program, spec = "code", _verl_code_spec(tests)
+        except (ValueError, TypeError, AttributeError):
+            return Dropped("bad_tests")
+    else:
+        answer = row.get("solution")
+        if answer is None or answer == "":
+            return Dropped("no_solution")
+        program, spec = "math", {"answer": answer if isinstance(answer, int | float) else str(answer)}
+    row_id = _first(row, _ID_KEYS)
+    return TaskRecord(
+        prompt_id=str(row_id) if row_id is not None else f"{options.source_name or 'trl'}-{index}",
+        messages=messages, program=program, spec=spec, meta={"source": options.source_name})
 
 
 # ----------------------------------------------------------------------------- mucode

@@ -72,7 +72,7 @@ def _convert_data(cfg, run, output: Path):  # noqa: ANN001, ANN202 - MucodeConfi
     d = cfg.data
     try:
         records = load_tasks(d.source or "default", d.task, split=d.split, limit=d.limit,
-                             instruction=d.instruction)
+                             instruction=d.instruction, schema=d.format, columns=d.columns)
     except (FileNotFoundError, ValueError) as err:
         typer.secho(f"cannot convert data.source={d.source!r} for verl: {err}; pass --train-files instead",
                     fg=typer.colors.RED, err=True)

@@ -86,7 +86,7 @@ def _load_records(cfg: MucodeConfig) -> list[TaskRecord]:
 
     source = cfg.data.source or "default"
     return load_tasks(source, cfg.data.task, split=cfg.data.split, limit=cfg.data.limit,
-                      instruction=cfg.data.instruction)
+                      instruction=cfg.data.instruction, schema=cfg.data.format, columns=cfg.data.columns)
 
 
 def _seed_everything(seed: int) -> None:
