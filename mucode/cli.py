@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 
 from mucode.config import ConfigError, MucodeConfig, batch_plan, load_config, preset_names
 
+
 class OneLineUsageErrors(TyperGroup):
     """Usage mistakes (unknown command or option, a missing argument, a value of the wrong type) as one
     line naming the command's --help, exit code 2, instead of click's boxed usage text."""

@@ -9,10 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mucode.assets import MATH_DATA_DIR as SHARED_MATH  # the copies shipped with mucode
 from mucode.data import CODE_INSTRUCTION, MATH_INSTRUCTION, load_task_set, load_tasks
 from mucode.data.files import select_split_files
-
-from mucode.assets import MATH_DATA_DIR as SHARED_MATH  # noqa: E402  (the copies shipped with mucode)
 
 
 def _cc_row(name: str, description: str = "Print the sum.", **overrides: object) -> dict:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_helpers import run_overrides, write_tasks
 from typer.testing import CliRunner
 
 from mucode.cli import get_app
 from mucode.config import load_config
 from mucode.train.export import CheckpointError, as_model_path, find_checkpoint
 from mucode.train.loop import run_training
-from train_helpers import run_overrides, write_tasks
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from train_helpers import run_overrides
+
 from mucode.config import load_config
 from mucode.train.loop import run_training
 from mucode.train.store import StageStore
-from train_helpers import run_overrides
 
 CODE_STATUSES = {"correct", "wrong_answer", "runtime_error", "time_limit", "memory_limit", "compile_error", "no_code"}
 MATH_STATUSES = {"correct", "wrong_answer", "no_answer"}

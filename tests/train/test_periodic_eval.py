@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from mucode.config import ConfigError, load_config
-from mucode.train.loop import run_training
 from train_helpers import run_overrides, write_tasks
 
-from mucode.assets import MATH_DATA_DIR as MATH_DATA  # noqa: E402
+from mucode.assets import MATH_DATA_DIR as MATH_DATA
+from mucode.config import ConfigError, load_config
+from mucode.train.loop import run_training
 
 
 def test_eval_every_runs_the_math_evaluator_and_logs_pass_at_1(small_policy: Path, plugins_on_path: Path,
