@@ -50,9 +50,7 @@ class VerifierReward:
     def _item(self, i: int, completion: Any, columns: dict[str, Any]) -> dict[str, Any]:
         row = {name: values[i] for name, values in columns.items() if isinstance(values, list | tuple)
                and len(values) > i}
-        if isinstance(row.get("mucode"), dict):
-            return to_item("trl", _text(completion), None, {"mucode": row["mucode"]})
-        truth = row.get(self.tests_column)
+        truth = row.get("mucode") or row.get(self.tests_column)
         if truth is None:
             if self.answer_column not in row:
                 raise KeyError(

@@ -23,7 +23,6 @@ while it runs, which prompts this rank generates, and the stage store across ran
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +35,7 @@ from mucode.train.aside import held_bytes, step_aside
 from mucode.train.distributed import DistInfo, barrier, unwrap
 from mucode.train.precision import Precision
 from mucode.train.rollout_phase import RolloutStats, generate_stage
-from mucode.train.store import STORE_FORMAT, StageStore, StageWriter, StoreError
+from mucode.train.store import STORE_FORMAT, StageStore, StageWriter, StoreError, write_json_atomic
 
 __all__ = ["StageRollout", "engine_shares_weights", "merge_rank_stores", "rank_store", "resolve_weight_sync"]
 
@@ -77,15 +76,6 @@ def rank_store(store_dir: Path, rank: int) -> Path:
     return store_dir / f"rank-{rank:02d}"
 
 
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as f:
-        json.dump(obj, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def merge_rank_stores(store_dir: Path, *, stage: int, world_size: int, expected_groups: int) -> dict[str, Any]:
     """Rank 0, once every rank's store is complete: the stage's manifest listing every rank's shards."""
     shards: list[dict[str, Any]] = []
@@ -113,7 +103,7 @@ def merge_rank_stores(store_dir: Path, *, stage: int, world_size: int, expected_
     manifest = {"format": STORE_FORMAT, "stage": stage, "complete": True, "expected_groups": expected_groups,
                 "groups": len(group_ids), "rows": sum(s["rows"] for s in shards), "shards": shards,
                 "group_ids": group_ids, "meta": meta}
-    _write_json_atomic(store_dir / "manifest.json", manifest)
+    write_json_atomic(store_dir / "manifest.json", manifest)
     return manifest
 
 

@@ -116,7 +116,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_json_atomic(path: Path, obj: Any) -> None:
+def write_json_atomic(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     with tmp.open("w") as f:
         json.dump(obj, f, indent=2)
@@ -204,7 +204,7 @@ class StageWriter:
             "group_ids": [],
             "meta": meta or {},
         }
-        _write_json_atomic(path / MANIFEST, manifest)
+        write_json_atomic(path / MANIFEST, manifest)
         return cls(path, manifest, groups_per_shard)
 
     @classmethod
@@ -264,7 +264,7 @@ class StageWriter:
         self.manifest["groups"] += len(self._pending)
         self.manifest["rows"] += len(rows)
         self.manifest["group_ids"].extend(g.group_id for g in self._pending)
-        _write_json_atomic(self.path / MANIFEST, self.manifest)
+        write_json_atomic(self.path / MANIFEST, self.manifest)
         self._pending = []
 
     def finish(self, extra_meta: dict[str, Any] | None = None) -> StageStore:
@@ -277,7 +277,7 @@ class StageWriter:
         if extra_meta:
             self.manifest["meta"].update(extra_meta)
         self.manifest["complete"] = True
-        _write_json_atomic(self.path / MANIFEST, self.manifest)
+        write_json_atomic(self.path / MANIFEST, self.manifest)
         return StageStore.open(self.path)
 
 

@@ -8,7 +8,8 @@ Point verl at it::
 and set ``MUCODE_VERIFIER_URL`` (comma-separated base URLs; ``MUCODE_VERIFIER_TOKEN`` if needed).
 
 How a verl sample becomes a mucode item (first rule that applies):
-1. ``extra_info["mucode"]``: ``{"program": ..., "spec": {...}}`` (or its JSON text) used as is;
+1. ``extra_info["mucode"]`` or ``ground_truth`` is ``{"program": ..., "spec": {...}}`` (or its JSON
+   text): used as is (plug-in programs too);
 2. ``ground_truth`` is a dict (or JSON text of one) with ``tests``: a code item with that spec;
 3. ``ground_truth`` has ``inputs``/``outputs`` (verl's sandbox_fusion format, optional ``fn_name``):
    a code item, stdio (or call when ``fn_name`` is set);
@@ -54,6 +55,8 @@ def to_item(data_source: str, solution_str: str, ground_truth: Any, extra_info: 
             truth = json.loads(truth)
         except json.JSONDecodeError:
             truth = ground_truth
+    if isinstance(truth, dict) and "program" in truth:  # {"program", "spec"} as the label itself
+        return {"id": item_id, "program": truth["program"], "response": solution_str, "spec": truth.get("spec", {})}
     if isinstance(truth, dict) and "tests" in truth:
         return {"id": item_id, "program": "code", "response": solution_str, "spec": truth}
     if isinstance(truth, dict) and "inputs" in truth and "outputs" in truth:

@@ -16,8 +16,7 @@ that would be trained on as a wrong answer.
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -58,16 +57,7 @@ def _items(request: OpenRLHFRequest) -> list[Item]:
     for i, (query, label) in enumerate(zip(request.query, request.labels, strict=True)):
         prompt = request.prompts[i] if request.prompts else ""
         response = query[len(prompt):] if prompt and query.startswith(prompt) else query
-        extra: dict[str, Any] = {"index": i}
-        truth: Any = label
-        if isinstance(label, str) and label.lstrip().startswith("{"):
-            try:
-                parsed = json.loads(label)
-            except json.JSONDecodeError:
-                parsed = None
-            if isinstance(parsed, dict) and "program" in parsed:
-                extra["mucode"] = parsed
-        items.append(Item.model_validate(to_item("openrlhf", response, truth, extra)))
+        items.append(Item.model_validate(to_item("openrlhf", response, label, {"index": i})))
     return items
 
 
