@@ -19,8 +19,9 @@ from train_helpers import run_overrides, write_tasks
 from mucode.train.store import StageStore
 
 G = 4
+# 48-token responses: each group takes long enough that the kill lands inside stage 1 on a loaded machine
 SETTINGS = dict(batch__updates_per_stage=4, batch__prompts_per_update=2, batch__num_stages=2,
-                batch__samples_per_prompt=G, rollout__batch_size=G, rollout__max_response_tokens=16,
+                batch__samples_per_prompt=G, rollout__batch_size=G, rollout__max_response_tokens=48,
                 train__groups_per_shard=1)
 
 
