@@ -82,7 +82,7 @@ from mucode.algo.modes import LossAggregation, M2POMode, StdEstimator, VetoScope
 from mucode.algo.mu_grpo import MU_GRPO, MuGRPOParams, veto_mask
 from mucode.algo.objective import LossInputs, Objective, ObjectiveParams
 from mucode.algo.ratios import log_ratio, ratio
-from mucode.algo.registry import DuplicateNameError, Registry, UnknownNameError
+from mucode.registry import DuplicateNameError, Registry, UnknownNameError
 
 __all__ = [
     "GRPO",

@@ -8,7 +8,7 @@ from mucode.algo.grpo import GRPO
 from mucode.algo.m2po import M2PO
 from mucode.algo.mu_grpo import MU_GRPO
 from mucode.algo.objective import Objective
-from mucode.algo.registry import Registry
+from mucode.registry import Registry
 
 __all__ = ["get_objective", "objective_names", "register_objective"]
 
