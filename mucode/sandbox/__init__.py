@@ -1,7 +1,8 @@
 """Sandboxed execution of untrusted programs: backends, contract types and output checkers.
 
-See docs/sandbox.md. The in-sandbox executor lives in the top-level ``sandbox/`` directory
-(standard library only); this package talks to it over Unix sockets and never imports it.
+See docs/sandbox.md. The in-sandbox executor ships in ``mucode/sandbox/executor``
+(standard library only, run as plain files inside the image or jail); this package talks to it over
+Unix sockets and imports only its wire-protocol module from there.
 """
 
 from mucode.sandbox.base import SandboxBackend, make_backend

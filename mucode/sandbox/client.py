@@ -1,23 +1,24 @@
-"""asyncio client for the in-sandbox executor (``sandbox/executor.py``) and a pool of its slots.
+"""asyncio client for the in-sandbox executor (``mucode/sandbox/executor/executor.py``) and a pool
+of its slots.
 
 An *endpoint* is one executor: a job socket ``<name>.sock`` (one connection per job) and a health
-socket ``<name>.ctl``. The wire format (4-byte big-endian length + JSON) is the one of
-``sandbox/protocol.py``; it is re-implemented here because ``mucode`` never imports the in-image
-code. ``SlotPool`` hands out free slots across endpoints, so a backend never queues more jobs on an
-executor than it has slots.
+socket ``<name>.ctl``. Frames are written and read by the executor's own standard-library-only
+``protocol`` module (shipped in this package), so both sides speak one implementation of the wire
+format. ``SlotPool`` hands out free slots across endpoints, so a backend never queues more jobs on
+an executor than it has slots.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-_HEADER = struct.Struct(">I")
-MAX_FRAME_BYTES = 512 << 20
+from mucode.sandbox.executor.protocol import ProtocolError, read_frame, write_frame
+
+Frame = dict[str, Any]
 
 
 class ExecutorError(Exception):
@@ -28,25 +29,21 @@ class ExecutorRejected(ExecutorError):
     """The executor refused the request (an ``error`` frame: bad fields, unknown language)."""
 
 
-async def _send(writer: asyncio.StreamWriter, obj: dict) -> None:
-    data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    writer.write(_HEADER.pack(len(data)) + data)
-    await writer.drain()
-
-
-async def _recv(reader: asyncio.StreamReader) -> dict:
+async def _send(writer: asyncio.StreamWriter, obj: Frame) -> None:
     try:
-        head = await reader.readexactly(_HEADER.size)
-        (length,) = _HEADER.unpack(head)
-        if length > MAX_FRAME_BYTES:
-            raise ExecutorError(f"executor sent a frame of {length} bytes")
-        body = await reader.readexactly(length)
-    except asyncio.IncompleteReadError as exc:
-        raise ExecutorError("executor closed the connection mid-job") from exc
-    obj = json.loads(body)
-    if not isinstance(obj, dict):
-        raise ExecutorError("executor sent a non-object frame")
-    return obj
+        await write_frame(writer, obj)
+    except ProtocolError as exc:
+        raise ExecutorError(f"cannot send to the executor: {exc}") from None
+
+
+async def _recv(reader: asyncio.StreamReader) -> Frame:
+    try:
+        frame = await read_frame(reader)
+    except ProtocolError as exc:
+        raise ExecutorError(f"executor broke the protocol: {exc}") from None
+    if frame is None:
+        raise ExecutorError("executor closed the connection mid-job")
+    return frame
 
 
 def ctl_path_for(socket_path: str | Path) -> Path:
@@ -63,9 +60,9 @@ class Endpoint:
     slots: int = 1
     free: int = 0
     alive: bool = True
-    info: dict = field(default_factory=dict)
+    info: Frame = field(default_factory=dict)
 
-    async def ping(self, timeout_s: float = 5.0) -> dict:
+    async def ping(self, timeout_s: float = 5.0) -> Frame:
         """The executor's health reply (raises ExecutorError when it does not answer)."""
         try:
             reader, writer = await asyncio.wait_for(
@@ -82,7 +79,7 @@ class Endpoint:
         self.info = reply
         return reply
 
-    async def ping_twice(self, timeout_s: float = 3.0) -> dict:
+    async def ping_twice(self, timeout_s: float = 3.0) -> Frame:
         """``ping``, tried once more after a failure (a busy host can delay one reply)."""
         try:
             return await self.ping(timeout_s)
@@ -90,8 +87,8 @@ class Endpoint:
             await asyncio.sleep(0.5)
             return await self.ping(timeout_s)
 
-    async def run(self, request: dict, keep_going: Callable[[dict], bool],
-                  timeout_s: float) -> list[dict]:
+    async def run(self, request: Frame, keep_going: Callable[[Frame], bool],
+                  timeout_s: float) -> list[Frame]:
         """Run one job; ``keep_going(test_frame)`` decides whether the next test runs.
         Returns the test frames received. Raises ExecutorError on any infrastructure failure."""
         n_tests = max(1, len(request.get("inputs") or []))
@@ -102,7 +99,7 @@ class Endpoint:
                 asyncio.open_unix_connection(str(self.socket_path), limit=1 << 20), 10.0)
         except (OSError, asyncio.TimeoutError) as exc:
             raise ExecutorError(f"{self.name}: job socket unreachable: {exc!r}") from exc
-        frames: list[dict] = []
+        frames: list[Frame] = []
         try:
             # every send and receive has a deadline: an executor that stops reading (a large
             # request to a stuck slot) cannot hold the caller for ever

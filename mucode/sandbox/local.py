@@ -1,11 +1,12 @@
 """The ``local`` backend: the sandbox executor on this host, in fresh Linux namespaces.
 
 ``start()`` runs, as root, ``env -i unshare --net --pid --mount --ipc --uts --fork --kill-child
-sh sandbox/jail.sh ...``: the executor becomes pid 1 of a new pid namespace, with no network
+sh executor/jail.sh ...``: the executor becomes pid 1 of a new pid namespace, with no network
 interface but a down loopback, inside a minimal read-only root (the host's /usr, /bin, /lib* bound
 read-only, a private /proc, a tmpfs scratch dir per slot owned by that slot's uid); see
-``sandbox/jail.sh``. Jobs reach it through a Unix socket in a private temp dir. Every test runs in a
-fresh process under the slot's unprivileged uid with the executor's rlimits (see sandbox/runner.py).
+``mucode/sandbox/executor/jail.sh``. Jobs reach it through a Unix socket in a private temp dir.
+Every test runs in a fresh process under the slot's unprivileged uid with the executor's rlimits
+(see ``executor/runner.py``).
 
 On a cgroup-v1 host (``cgroups=True``) each slot also gets cgroups of its own: one CPU weight (a
 fork bomb competes as one task, not as 64), a memory limit (``slot_memory_mb``, scratch included;
@@ -40,6 +41,7 @@ import time
 from pathlib import Path
 
 from mucode.sandbox.client import Endpoint, ExecutorError, SlotPool
+from mucode.sandbox.executor import EXECUTOR_DIR
 from mucode.sandbox.pooled import PooledBackend
 
 logger = logging.getLogger(__name__)
@@ -47,11 +49,6 @@ logger = logging.getLogger(__name__)
 CGROUP_V1 = Path("/sys/fs/cgroup")
 CGROUP_CONTROLLERS = ("cpu", "memory", "pids")
 UNSHARE_FLAGS = ("--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child")
-
-
-def default_executor_dir() -> Path:
-    """The repo's ``sandbox/`` dir (next to the ``mucode`` package)."""
-    return Path(__file__).resolve().parents[2] / "sandbox"
 
 
 def collect_stale_cgroups(min_age_s: float = 60.0) -> None:
@@ -84,7 +81,7 @@ class LocalBackend(PooledBackend):
 
     Options: ``slots`` (concurrent runs, default 2), ``uid_base`` (slot i runs as uid_base+i,
     default 61000), ``scratch_mb`` (tmpfs per slot), ``python`` (interpreter under /usr used inside
-    the jail), ``executor_dir`` (default: the repo's sandbox/), ``nproc``/``fsize_mb``/
+    the jail), ``executor_dir`` (default: the installed ``mucode/sandbox/executor``), ``nproc``/``fsize_mb``/
     ``output_limit_bytes``/``wall_factor``/``deadline_slack_s`` (executor limits; see the docker
     backend), ``cgroups``/``slot_memory_mb``
     (per-slot cgroups on cgroup-v1 hosts), ``start_timeout_s``,
@@ -105,7 +102,7 @@ class LocalBackend(PooledBackend):
         self.uid_base = uid_base
         self.scratch_mb = scratch_mb
         self.python = python
-        self.executor_dir = Path(executor_dir) if executor_dir else default_executor_dir()
+        self.executor_dir = Path(executor_dir) if executor_dir else EXECUTOR_DIR
         self.executor_args = ["--exit-on-stdin-eof", "--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
                               "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor),
                               "--deadline-slack-s", str(deadline_slack_s)]
@@ -131,7 +128,8 @@ class LocalBackend(PooledBackend):
         if shutil.which("unshare") is None:
             raise RuntimeError("the local sandbox backend needs `unshare` (apt-get install util-linux)")
         if not (self.executor_dir / "executor.py").is_file():
-            raise RuntimeError(f"executor not found in {self.executor_dir}; pass executor_dir=<repo>/sandbox")
+            raise RuntimeError(f"executor not found in {self.executor_dir}; reinstall mucode (the wheel ships it in "
+                               "mucode/sandbox/executor) or pass executor_dir=DIR")
         real = os.path.realpath(self.python)
         if not real.startswith(("/usr/", "/bin/", "/lib")) or not os.access(real, os.X_OK):
             raise RuntimeError(f"python={self.python!r} must be an interpreter under /usr (it is the only "

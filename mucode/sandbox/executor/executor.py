@@ -1,6 +1,6 @@
 """The mucode sandbox executor: a stdlib-only fork server that runs untrusted programs per test.
 
-    python3 -I -S sandbox/executor.py (--socket /run/mucode/executor.sock | --socket-dir /run/mucode) \
+    python3 -I -S /opt/sandbox/executor.py (--socket /run/mucode/executor.sock | --socket-dir /run/mucode) \
         [--slots 4] [--scratch /scratch] [--uid-base 10000]
 
 Process tree (all root inside the sandbox, every program child unprivileged):
