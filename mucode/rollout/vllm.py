@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mucode.rollout.types import EngineError, Sample
+from mucode.seeds import SeedPurpose, derive_seed
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def llm_kwargs(settings: VLLMSettings, replica: int) -> dict[str, Any]:
         "model": settings.model_path,
         "tensor_parallel_size": settings.tensor_parallel_size,
         "dtype": settings.dtype,
-        "seed": settings.seed + replica,
+        "seed": derive_seed(settings.seed, SeedPurpose.REPLICA, index=replica),
         "gpu_memory_utilization": settings.gpu_memory_utilization,
         "enforce_eager": settings.enforce_eager,
         "logprobs_mode": "processed_logprobs",

@@ -39,6 +39,7 @@ from mucode.rollout.vllm import (
     processed_logprobs_supported,
     sampling_kwargs,
 )
+from mucode.seeds import SeedPurpose, derive_seed
 
 __all__ = ["ColocatedVLLM", "colocated_llm_kwargs"]
 
@@ -132,7 +133,7 @@ class ColocatedVLLM:
         for start in range(0, len(prompts), self.batch_size):
             chunk = prompts[start : start + self.batch_size]
             params = [SamplingParams(**sampling_kwargs(self.settings, samples_per_prompt),
-                                     seed=self.stage_seed + _index(pid, start + i)) for i, (pid, _) in enumerate(chunk)]
+                                     seed=derive_seed(self.stage_seed, SeedPurpose.REQUEST, index=_index(pid, start + i))) for i, (pid, _) in enumerate(chunk)]
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for _, ids in chunk], params,
                                         use_tqdm=False)
             for (pid, ids), out in zip(chunk, outputs, strict=True):

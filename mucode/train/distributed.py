@@ -29,7 +29,7 @@ from torch import nn
 
 from mucode.train.precision import Precision
 
-__all__ = ["DistInfo", "init_distributed", "wrap_model", "full_state_dict", "iter_full_tensors", "optimizer_state", "load_optimizer_state", "barrier", "all_reduce_sum"]
+__all__ = ["DistInfo", "init_distributed", "wrap_model", "is_fsdp", "is_wrapped", "unwrap", "full_state_dict", "iter_full_tensors", "optimizer_state", "load_optimizer_state", "barrier", "all_reduce_sum"]
 
 
 @dataclass(frozen=True)
@@ -93,20 +93,28 @@ def wrap_model(model: nn.Module, info: DistInfo, precision: Precision | None = N
 
 def unwrap(model: nn.Module) -> nn.Module:
     """The user's module inside a DDP or FSDP wrapper (its parameters may be sharded under FSDP)."""
-    if isinstance(model, nn.parallel.DistributedDataParallel) or _is_fsdp(model):
+    if is_wrapped(model):
         return model.module  # type: ignore[return-value]
     return model
 
 
-def _is_fsdp(model: nn.Module) -> bool:
-    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-
+def is_fsdp(model: nn.Module) -> bool:
+    """True when ``model`` is FSDP-wrapped (its parameters are sharded across ranks): the one FSDP test."""
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    except ImportError:  # pragma: no cover - torch without distributed
+        return False
     return isinstance(model, FSDP)
+
+
+def is_wrapped(model: nn.Module) -> bool:
+    """True when ``model`` is a DDP or FSDP wrapper rather than the user's module itself."""
+    return isinstance(model, nn.parallel.DistributedDataParallel) or is_fsdp(model)
 
 
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The unsharded model state on CPU (complete on rank 0 under FSDP)."""
-    if _is_fsdp(model):
+    if is_fsdp(model):
         from torch.distributed.fsdp import FullStateDictConfig, StateDictType
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -120,7 +128,7 @@ def iter_full_tensors(model: nn.Module, dtype: torch.dtype) -> Iterator[tuple[st
     """``(hf_name, full tensor)`` pairs on the model's device, floating ones cast to ``dtype``, for an engine
     that loads weights in memory. Under FSDP every rank gathers the full state dict (a collective: call
     it on every rank); peak memory is the full model in the master dtype on each rank."""
-    if _is_fsdp(model):
+    if is_fsdp(model):
         from torch.distributed.fsdp import FullStateDictConfig, StateDictType
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -134,7 +142,7 @@ def iter_full_tensors(model: nn.Module, dtype: torch.dtype) -> Iterator[tuple[st
 
 
 def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    if _is_fsdp(model):
+    if is_fsdp(model):
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
         return FSDP.full_optim_state_dict(model, optimizer, rank0_only=True)
@@ -142,7 +150,7 @@ def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[
 
 
 def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    if _is_fsdp(model):
+    if is_fsdp(model):
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
         state = FSDP.shard_full_optim_state_dict(state, model)

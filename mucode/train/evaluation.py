@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from mucode.config import MucodeConfig
+from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.distributed import DistInfo, barrier, full_state_dict, unwrap
 
 __all__ = ["Evaluator", "eval_sampling", "prune_policies", "score"]
@@ -142,7 +143,7 @@ class Evaluator:
     def _engine(self, model: torch.nn.Module, tokenizer: Any, update: int, policy_dir: Path) -> Any:
         r = self.cfg.rollout
         settings = dict(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
-                        seed=self.cfg.train.seed + update, batch_size=r.batch_size)
+                        seed=derive_seed(self.cfg.train.seed, SeedPurpose.EVAL, index=update), batch_size=r.batch_size)
         if not self.info.enabled:
             from mucode.rollout.hf import HFEngine
 

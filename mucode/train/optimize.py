@@ -32,7 +32,7 @@ from mucode.algo import get_objective, loss_denominator
 from mucode.algo.metrics import reduce_metrics
 from mucode.config import AlgoConfig, MucodeConfig, OptimConfig
 from mucode.rollout.logprobs import response_logprobs
-from mucode.train.distributed import DistInfo, unwrap
+from mucode.train.distributed import DistInfo, is_fsdp, unwrap
 from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
@@ -117,7 +117,7 @@ class Updater:
         self.grad_clip = cfg.optim.grad_clip
         self.log_entropy = cfg.train.log_entropy
         self.pad_token_id = pad_token_id
-        self.fsdp = hasattr(model, "_fsdp_wrapped_module") or type(model).__name__ == "FullyShardedDataParallel"
+        self.fsdp = is_fsdp(model)
         precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         # FSDP's MixedPrecision casts the parameters itself; elsewhere autocast gives the same split
         self.precision = Precision() if self.fsdp else precision

@@ -31,8 +31,9 @@ from torch import nn
 
 from mucode.config import MucodeConfig
 from mucode.data.types import TaskRecord
+from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.aside import held_bytes, step_aside
-from mucode.train.distributed import DistInfo, barrier, unwrap
+from mucode.train.distributed import DistInfo, barrier, is_wrapped, unwrap
 from mucode.train.precision import Precision
 from mucode.train.rollout_phase import RolloutStats, generate_stage
 from mucode.train.store import STORE_FORMAT, StageStore, StageWriter, StoreError, write_json_atomic
@@ -42,14 +43,9 @@ __all__ = ["StageRollout", "engine_shares_weights", "merge_rank_stores", "rank_s
 Prompt = tuple[int, TaskRecord, list[int]]
 
 
-def _is_sharded(model: nn.Module) -> bool:
-    return isinstance(model, nn.parallel.DistributedDataParallel) or hasattr(model, "_fsdp_wrapped_module") \
-        or type(model).__name__ == "FullyShardedDataParallel"
-
-
 def engine_shares_weights(cfg: MucodeConfig, model: nn.Module) -> bool:
     """True when the stage's engine computes with the trainer's own parameters (``hf``, unsharded)."""
-    return cfg.rollout.engine == "hf" and not _is_sharded(model)
+    return cfg.rollout.engine == "hf" and not is_wrapped(model)
 
 
 def resolve_weight_sync(cfg: MucodeConfig, model: nn.Module) -> Literal["disk", "memory"]:
@@ -128,7 +124,7 @@ class StageRollout:
         self.precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         self.shares_weights = engine_shares_weights(cfg, model)
         self.weight_sync = resolve_weight_sync(cfg, model)
-        if cfg.algo.recompute_behaviour_logprobs and _is_sharded(model):
+        if cfg.algo.recompute_behaviour_logprobs and is_wrapped(model):
             raise ValueError("algo.recompute_behaviour_logprobs needs the full model on every rank; under FSDP the "
                              "ranks generate independently. Set algo.recompute_behaviour_logprobs=false")
         if info.enabled and cfg.rollout.engine == "vllm" and _is_sharded_tp(cfg):
@@ -197,7 +193,7 @@ class StageRollout:
 
     def _engine(self, stage: int, policy_path: Path) -> Any:
         r, info = self.cfg.rollout, self.info
-        seed = r.seed + 7919 * stage + 104_729 * info.rank
+        seed = derive_seed(r.seed, SeedPurpose.ROLLOUT_ENGINE, stage=stage, rank=info.rank)
         if self.shares_weights:
             from mucode.rollout.hf import HFEngine
 
@@ -230,7 +226,7 @@ class StageRollout:
         if self._colocated is None:
             self._colocated = ColocatedVLLM(
                 resolve_model_path(self.cfg.model.path), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
-                max_new_tokens=r.max_response_tokens, seed=r.seed + self.info.rank, dtype=self.cfg.model.dtype,
+                max_new_tokens=r.max_response_tokens, seed=derive_seed(r.seed, SeedPurpose.COLOCATED_ENGINE, rank=self.info.rank), dtype=self.cfg.model.dtype,
                 batch_size=r.batch_size, gpu_memory_utilization=r.gpu_memory_utilization)
         self._colocated.load_weights(iter_full_tensors(self.model, self.precision.compute))
 

@@ -40,6 +40,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mucode.seeds import SeedPurpose, derive_seed
+
 __all__ = [
     "STORE_FORMAT",
     "SCHEMA",
@@ -414,7 +416,7 @@ class StageStore:
         total = per_pass if count is None else count
         for index in range(start, total):
             epoch, within = divmod(index, per_pass)
-            order = self._order_cached(seed + epoch)
+            order = self._order_cached(derive_seed(seed, SeedPurpose.STORE_PASS, index=epoch))
             picks: Sequence[tuple[int, int]] = order[within * groups_per_update:(within + 1) * groups_per_update]
             yield [self._load_shard(s)[g] for s, g in picks]
 
