@@ -3,7 +3,7 @@
 Before a job is sent, its test code is rewritten here (``prepare``). Every ``assert`` whose test is
 a comparison with a literal becomes a *report*: the expected literal stays on this side and the
 sandbox only gets ``__mucode_report__(k, <actual expression>)``; the in-sandbox harness
-(sandbox/pyrun.py) turns the actual value into plain data (exact builtin types; subclasses of
+(executor/pyrun.py) turns the actual value into plain data (exact builtin types; subclasses of
 builtins through the base type's own methods; numpy values through ``tolist()``; anything else is
 not comparable and fails) and writes it on the control pipe. ``judge`` compares here. Forms:
 
@@ -148,7 +148,7 @@ class NotPlain(Exception):
 
 
 def decode(obj: Any, depth: int = 0) -> Any:
-    """The harness's tagged JSON (sandbox/pyrun.py ``encode``) back to a Python value."""
+    """The harness's tagged JSON (executor/pyrun.py ``encode``) back to a Python value."""
     if depth > 200:
         raise ValueError("value nested too deeply")
     if obj is None or isinstance(obj, (bool, str)):
