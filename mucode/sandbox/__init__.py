@@ -5,9 +5,16 @@ See docs/sandbox.md. The in-sandbox executor ships in ``mucode/sandbox/executor`
 Unix sockets and imports only its wire-protocol module from there.
 """
 
-from mucode.sandbox.base import SandboxBackend, make_backend
+from mucode.sandbox.base import (
+    SANDBOX_BACKENDS,
+    SandboxBackend,
+    backend_names,
+    make_backend,
+    production_backend_names,
+    register_backend,
+)
 from mucode.sandbox.checkers import check
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, TestSpec, Verdict
 
-__all__ = ["CodeJob", "JobResult", "RawRun", "SandboxBackend", "TestOutcome", "TestSpec", "Verdict",
-           "check", "make_backend"]
+__all__ = ["SANDBOX_BACKENDS", "CodeJob", "JobResult", "RawRun", "SandboxBackend", "TestOutcome", "TestSpec",
+           "Verdict", "backend_names", "check", "make_backend", "production_backend_names", "register_backend"]

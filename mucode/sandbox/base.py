@@ -1,18 +1,36 @@
-"""The sandbox backend protocol and ``make_backend`` (a registry of backend names).
+"""The sandbox backend protocol and the registry of backend names (``make_backend``).
 
-Backends: ``local`` (mucode.sandbox.local: the executor on this host in fresh namespaces) and
-``docker`` (mucode.sandbox.docker: a warm pool of hardened containers, or executors started by
-someone else, e.g. docker compose services, attached through their socket dir). Both are safe to
-call concurrently from one asyncio event loop.
+Built-in backends:
+
+- ``local`` (mucode.sandbox.local): the executor on this host, in fresh Linux namespaces (root);
+- ``docker`` (mucode.sandbox.docker): a managed pool of hardened containers that mucode starts,
+  watches and replaces through the Docker engine;
+- ``attach`` (mucode.sandbox.attach): executors someone else started (e.g. docker compose
+  services), reached through a directory of their Unix sockets; needs no Docker access at all;
+- ``fake`` (mucode.sandbox.fake): runs nothing and answers verdicts from a table, for tests that
+  need verdicts but no sandbox. It is *not a production backend*: ``production_backend_names()``
+  (what ``mucode serve --backend`` offers) leaves it out, and it refuses to start without an
+  explicit table or rules, so no configuration selects it by accident.
+
+Plug-in packages add backends under the ``mucode.sandbox_backends`` entry-point group (a class
+taking keyword options, or a :class:`BackendEntry`). Backend modules are imported only when a
+backend of theirs is built, so naming ``local`` never imports the Docker SDK. All backends are safe
+to call concurrently from one asyncio event loop.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
+from mucode.registry import Registry
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
+
+__all__ = ["SANDBOX_BACKENDS", "BackendEntry", "SandboxBackend", "backend_names", "make_backend",
+           "production_backend_names", "register_backend"]
 
 
 @runtime_checkable
@@ -37,22 +55,65 @@ class SandboxBackend(Protocol):
         """``{"ok": bool, "pool_size": int, "idle": int, ...}``"""
 
 
-BACKENDS: dict[str, str] = {
-    "local": "mucode.sandbox.local:LocalBackend",
-    "docker": "mucode.sandbox.docker:DockerBackend",
-}
+@dataclass(frozen=True)
+class BackendEntry:
+    """One registered backend. ``target`` is its class, or ``"module:Class"`` imported on first use;
+    ``production`` False keeps it out of the names offered to users (test doubles)."""
+
+    target: str | Callable[..., SandboxBackend]
+    production: bool = True
+
+    def load(self) -> Callable[..., SandboxBackend]:
+        if not isinstance(self.target, str):
+            return self.target
+        module, _, attr = self.target.partition(":")
+        loaded: Callable[..., SandboxBackend] = getattr(importlib.import_module(module), attr)
+        return loaded
 
 
-def make_backend(name: Literal["docker", "local"], **options: object) -> SandboxBackend:
-    """Build a backend by name; ``options`` go to its constructor (see its docstring)."""
-    try:
-        target = BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown sandbox backend {name!r}; valid: {sorted(BACKENDS)}") from None
-    module, _, cls_name = target.partition(":")
-    cls = getattr(importlib.import_module(module), cls_name)
-    valid = [p for p in inspect.signature(cls).parameters if p != "self"]
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for the {name!r} sandbox backend; valid: {valid}")
+def _adapt(obj: object) -> BackendEntry:
+    """An entry point names a backend class (or a ready BackendEntry)."""
+    if isinstance(obj, BackendEntry):
+        return obj
+    if callable(obj):
+        return BackendEntry(obj)
+    raise TypeError(f"a sandbox backend entry point must name a class, not {obj!r}")
+
+
+SANDBOX_BACKENDS: Registry[BackendEntry] = Registry(
+    "sandbox backend", entry_point_group="mucode.sandbox_backends", adapt=_adapt)
+SANDBOX_BACKENDS.register("local", BackendEntry("mucode.sandbox.local:LocalBackend"))
+SANDBOX_BACKENDS.register("docker", BackendEntry("mucode.sandbox.docker:DockerPoolBackend"))
+SANDBOX_BACKENDS.register("attach", BackendEntry("mucode.sandbox.attach:AttachBackend"))
+SANDBOX_BACKENDS.register("fake", BackendEntry("mucode.sandbox.fake:FakeBackend", production=False))
+
+
+def register_backend(name: str, target: str | Callable[..., SandboxBackend], *, production: bool = True) -> None:
+    """Add a backend under ``name`` (a class or ``"module:Class"``); raises if the name is taken."""
+    SANDBOX_BACKENDS.register(name, BackendEntry(target, production))
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every registered backend, test doubles included."""
+    return SANDBOX_BACKENDS.names()
+
+
+def production_backend_names() -> tuple[str, ...]:
+    """The backends a user chooses from (``mucode serve --backend``): every one but test doubles."""
+    return tuple(name for name, entry in SANDBOX_BACKENDS.items() if entry.production)
+
+
+def make_backend(name: str, **options: object) -> SandboxBackend:
+    """Build a backend by name; ``options`` go to its constructor (see its docstring). An unknown
+    name raises :class:`mucode.registry.UnknownNameError` (a ValueError) listing the valid ones; an
+    unknown option raises ValueError listing the backend's options."""
+    cls = SANDBOX_BACKENDS.get(name).load()
+    params = inspect.signature(cls).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        valid = [p for p in params if p != "self"]
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            hints: dict[str, str] = getattr(cls, "option_hints", {})
+            hint = "".join(f"; {hints[o]}" for o in unknown if o in hints)
+            raise ValueError(f"unknown option(s) {unknown} for the {name!r} sandbox backend; valid: {valid}{hint}")
     return cls(**options)

@@ -1,113 +1,72 @@
-"""The ``docker`` backend: a warm pool of hardened sandbox containers, or attached executors.
+"""The ``docker`` backend: a managed pool of hardened sandbox containers that mucode starts,
+watches and replaces.
 
-Managed mode (``make_backend("docker")``): ``start()`` runs ``containers`` containers of ``image``
-(built by scripts/docker_setup.sh), each running the executor with ``slots_per_container`` slots:
+``make_backend("docker", **options)``: ``start()`` runs ``containers`` containers of ``image``
+(built by scripts/docker_setup.sh), each running the executor with ``slots_per_container`` slots,
+hardened as :func:`mucode.sandbox.docker_engine.container_options` says (no network, read-only
+root, no IPC, every capability dropped but SETUID/SETGID, no-new-privileges, Docker's default
+seccomp profile, pids/memory/CPU limits, a private tmpfs per slot). Containers are managed through
+the Docker SDK (docker_engine.py), never by running the ``docker`` CLI.
 
-    docker run -d --network none --read-only --ipc none --cap-drop ALL --cap-add SETUID
-      --cap-add SETGID --security-opt no-new-privileges --pids-limit P --memory M --memory-swap M
-      --cpus C --tmpfs /scratch/<i>:size=..,uid=<uid_base+i>,mode=0700,nosuid,nodev (one per slot)
-      -v <private host dir>:/run/mucode  IMAGE --socket /run/mucode/executor.sock --slots S ...
+Jobs go over the Unix socket in each container's bind-mounted dir (no network, no ``docker exec``
+per job). A container that dies is noticed from the engine's events stream and replaced at once; a
+monitor also pings every executor every ``health_interval_s`` and replaces one that does not
+answer, or reports leftover processes of an idle slot, a writable shared dir or broken slots
+(tampering). Jobs running in a replaced container come back ``sandbox_error`` (after one re-run on
+a fresh slot). Sandbox containers (and socket dirs) left by an owner process on this host that died
+without ``close()`` are removed by the next backend that starts.
 
-Jobs go over the Unix socket in the bind-mounted dir (no network, no ``docker exec`` per job). A
-monitor pings every executor every ``health_interval_s``; a container that stopped, does not
-answer, or reports leftover processes of an idle slot or a writable shared dir (tampering) is
-removed and replaced. Jobs running there come back ``sandbox_error``.
-
-Attach mode (``make_backend("docker", socket_dir="/run/mucode")``): executors someone else
-started (docker compose services sharing a volume of Unix sockets; see docs/sandbox.md). Every
-``*.sock`` with a matching ``.ctl`` in the dir is used; the dir is rescanned by the monitor, an
-executor that stops answering is dropped until it answers again. Nothing is started or stopped, and
-the verifier needs no access to the Docker socket.
+Executors started by someone else (docker compose) are the ``attach`` backend (attach.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any, ClassVar
 
-from mucode.sandbox.client import Endpoint, ExecutorError, SlotPool, ctl_path_for
+from mucode.sandbox.client import Endpoint, ExecutorError, SlotPool
+from mucode.sandbox.docker_engine import LABEL, DockerError, Engine, EventWatch, container_options
 from mucode.sandbox.pooled import PooledBackend
 
 logger = logging.getLogger(__name__)
 
-LABEL = "mucode.sandbox"
+__all__ = ["LABEL", "DockerError", "DockerPoolBackend"]
 
 
-class DockerError(RuntimeError):
-    pass
-
-
-async def _docker(*args: str, docker: str = "docker", timeout_s: float = 60.0) -> str:
-    proc = await asyncio.create_subprocess_exec(docker, *args, stdin=asyncio.subprocess.DEVNULL,
-                                                stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-    except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise DockerError(f"`docker {' '.join(args[:2])}` timed out after {timeout_s:.0f} s") from None
-    if proc.returncode != 0:
-        raise DockerError(f"`docker {' '.join(args[:3])} ...` failed: {err.decode(errors='replace').strip()[-1500:]}")
-    return out.decode()
-
-
-def run_args(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int, scratch_mb: int,
-             memory_mb: int, cpus: float, pids_limit: int, owner: str, executor_args: list[str]) -> list[str]:
-    """The ``docker run`` arguments of one sandbox container (also shown in docs/sandbox.md)."""
-    args = ["run", "-d", "--name", name, "--label", f"{LABEL}=1", "--label", f"{LABEL}.owner={owner}",
-            "--label", f"{LABEL}.pidns={os.readlink('/proc/self/ns/pid')}",
-            "--network", "none", "--read-only", "--ipc", "none",
-            "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID",
-            "--security-opt", "no-new-privileges",
-            "--pids-limit", str(pids_limit), "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m",
-            "-v", f"{sock_dir}:/run/mucode"]
-    if cpus > 0:
-        args += ["--cpus", str(cpus)]
-    # A container is one CPU scheduling group: with the default weight (1024) its slots together
-    # weigh as much as one host process. Weight it like `slots` processes.
-    args += ["--cpu-shares", str(1024 * slots)]
-    for i in range(slots):
-        uid = uid_base + i
-        args += ["--tmpfs", f"/scratch/{i}:rw,nosuid,nodev,noexec,size={scratch_mb}m,uid={uid},gid={uid},mode=0700"]
-    args += [image, "--socket", "/run/mucode/executor.sock", "--slots", str(slots), "--uid-base", str(uid_base),
-             "--scratch", "/scratch", *executor_args]
-    return args
-
-
-class DockerBackend(PooledBackend):
-    """Options (managed mode): ``image`` (default mucode-sandbox:latest), ``containers`` (4),
+class DockerPoolBackend(PooledBackend):
+    """Options: ``image`` (default mucode-sandbox:latest), ``containers`` (4),
     ``slots_per_container`` (1: every run has a container, and so CPU, memory and pids cgroups, of
     its own; more slots per container trade that for density: the slots then share the container's
-    cgroups, so a fork bomb in one slot takes CPU from the others), ``uid_base`` (10000; container k uses uid_base + k*slots + i),
-    ``scratch_mb`` (64, tmpfs per slot),
-    ``memory_mb`` (per container; default 1024 x slots), ``cpus`` (per container, default: all
-    cores; 0: no CPU quota),
+    cgroups, so a fork bomb in one slot takes CPU from the others), ``uid_base`` (10000; container k
+    uses uid_base + k*slots + i), ``scratch_mb`` (64, tmpfs per slot), ``memory_mb`` (per container;
+    default 1024 x slots), ``cpus`` (per container, default: all cores; 0: no CPU quota),
     ``pids_limit`` (per container, default 64 x slots + 16), ``nproc``/``fsize_mb``/
     ``output_limit_bytes``/``wall_factor`` (executor limits), ``deadline_slack_s`` (how long a slot
     may stay busy past a test's wall limit before the executor counts it as stuck and replaces its
-    processes; health is not ok meanwhile), ``docker`` (CLI path),
-    ``health_interval_s`` (5), ``start_timeout_s`` (60).
-    Attach mode: ``socket_dir`` (a dir of executor sockets); the managed options are ignored."""
+    processes; health is not ok meanwhile), ``docker_host`` (engine URL; default ``DOCKER_HOST`` or
+    the local socket), ``health_interval_s`` (5; 0: no monitor and no events stream),
+    ``start_timeout_s`` (60), ``acquire_timeout_s`` (600)."""
 
     name = "docker"
+    option_hints: ClassVar[dict[str, str]] = {
+        "socket_dir": "executors started elsewhere (a dir of their sockets, as in compose.yaml) are the "
+                      "`attach` backend: MUCODE_BACKEND=attach",
+        "docker": "the docker backend uses the Docker SDK, not the CLI: set docker_host (or DOCKER_HOST) instead",
+    }
 
-    def __init__(self, *, socket_dir: str | Path | None = None, image: str = "mucode-sandbox:latest",
-                 containers: int = 4, slots_per_container: int = 1, uid_base: int = 10000,
-                 scratch_mb: int = 64, memory_mb: int | None = None, cpus: float | None = None,
-                 pids_limit: int | None = None, nproc: int = 64, fsize_mb: int = 32,
+    def __init__(self, *, image: str = "mucode-sandbox:latest", containers: int = 4, slots_per_container: int = 1,
+                 uid_base: int = 10000, scratch_mb: int = 64, memory_mb: int | None = None,
+                 cpus: float | None = None, pids_limit: int | None = None, nproc: int = 64, fsize_mb: int = 32,
                  output_limit_bytes: int = 16 << 20, wall_factor: float = 2.0, deadline_slack_s: float = 45.0,
-                 docker: str = "docker",
-                 health_interval_s: float = 5.0, start_timeout_s: float = 60.0,
+                 docker_host: str | None = None, health_interval_s: float = 5.0, start_timeout_s: float = 60.0,
                  acquire_timeout_s: float = 600.0) -> None:
         super().__init__(acquire_timeout_s=acquire_timeout_s)
-        self.socket_dir = Path(socket_dir) if socket_dir else None
         self.image = image
         self.containers = containers
         self.slots = slots_per_container
@@ -119,7 +78,7 @@ class DockerBackend(PooledBackend):
         self.executor_args = ["--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
                               "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor),
                               "--deadline-slack-s", str(deadline_slack_s)]
-        self.docker = docker
+        self.engine = Engine(docker_host)
         self.health_interval_s = health_interval_s
         self.start_timeout_s = start_timeout_s
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -128,11 +87,8 @@ class DockerBackend(PooledBackend):
         self._index: dict[str, int] = {}  # container name -> its index k (uids uid_base + k*slots + i)
         self._replacing: set[str] = set()
         self._starting: set[str] = set()
+        self._events: EventWatch | None = None
         self.replaced = 0
-
-    @property
-    def attached(self) -> bool:
-        return self.socket_dir is not None
 
     @property
     def slot_uids(self) -> list[int]:
@@ -149,40 +105,23 @@ class DockerBackend(PooledBackend):
             return
         self._pool = SlotPool()
         try:
-            if self.attached:
-                await self._scan()
-                if not self._pool.endpoints:
-                    raise DockerError(f"no executor answers in {self.socket_dir} (expected <name>.sock and "
-                                      "<name>.ctl from sandbox containers sharing that volume)")
-            else:
-                await self._check_image()
-                await self._collect_stale()
-                self._host_dir = Path(tempfile.mkdtemp(prefix=f"mucode-docker-{os.getpid()}-"))
-                await asyncio.gather(*[self._launch(k) for k in range(self.containers)])
+            await self.engine.check_image(self.image)
+            await self._collect_stale()
+            self._host_dir = Path(tempfile.mkdtemp(prefix=f"mucode-docker-{os.getpid()}-"))
+            await asyncio.gather(*[self._launch(k) for k in range(self.containers)])
         except BaseException:
             await self.close()
             raise
         if self.health_interval_s > 0:
+            self._events = self.engine.watch_events(
+                {"type": "container", "event": ["die"], "label": f"{LABEL}.owner={self.owner}"}, self._on_event)
             self._monitor = asyncio.create_task(self._watch())
-
-    async def _check_image(self) -> None:
-        if shutil.which(self.docker) is None:
-            raise DockerError(f"`{self.docker}` not found: run `bash scripts/docker_setup.sh` (installs Docker, "
-                              "starts dockerd, builds the sandbox image)")
-        try:
-            await _docker("image", "inspect", self.image, docker=self.docker, timeout_s=30)
-        except DockerError as exc:
-            raise DockerError(f"sandbox image {self.image!r} not available ({exc}); build it with "
-                              "`bash scripts/docker_setup.sh`") from None
 
     async def _collect_stale(self) -> None:
         """Remove sandbox containers whose owner process (on this host) died without close()."""
         pidns = os.readlink("/proc/self/ns/pid")  # owners in other pid namespaces are not judged
-        out = await _docker("ps", "-a", "--filter", f"label={LABEL}.pidns={pidns}", "--format",
-                            f'{{{{.Names}}}} {{{{.Label "{LABEL}.owner"}}}}', docker=self.docker)
-        for line in out.splitlines():
-            name, _, owner = line.partition(" ")
-            pid = owner.split("-")[0]
+        for name, labels in await self.engine.labelled(f"{LABEL}.pidns={pidns}"):
+            pid = labels.get(f"{LABEL}.owner", "").split("-")[0]
             if not pid.isdigit() or int(pid) == os.getpid():
                 continue
             try:
@@ -193,8 +132,10 @@ class DockerBackend(PooledBackend):
             except PermissionError:
                 continue
             logger.warning("removing sandbox container %s: its owner process %s is gone", name, pid)
-            with contextlib.suppress(DockerError):
-                await _docker("rm", "-f", "-v", name, docker=self.docker)
+            try:
+                await self.engine.remove(name)
+            except DockerError as exc:
+                logger.warning("could not remove stale sandbox container %s: %s", name, exc)
         for stale in Path(tempfile.gettempdir()).glob("mucode-docker-*-*"):  # their socket dirs
             pid = stale.name.split("-")[2]
             if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
@@ -213,11 +154,15 @@ class DockerBackend(PooledBackend):
         finally:
             self._starting.discard(name)
 
+    def options(self, name: str, sock_dir: Path, uid_base: int) -> dict[str, Any]:
+        """The SDK arguments of one sandbox container of this pool."""
+        return container_options(name=name, image=self.image, sock_dir=str(sock_dir), slots=self.slots,
+                                 uid_base=uid_base, scratch_mb=self.scratch_mb, memory_mb=self.memory_mb,
+                                 cpus=self.cpus, pids_limit=self.pids_limit, owner=self.owner,
+                                 executor_args=self.executor_args)
+
     async def _start_container(self, name: str, sock_dir: Path, uid_base: int) -> None:
-        await _docker(*run_args(name=name, image=self.image, sock_dir=str(sock_dir), slots=self.slots,
-                                uid_base=uid_base, scratch_mb=self.scratch_mb, memory_mb=self.memory_mb,
-                                cpus=self.cpus, pids_limit=self.pids_limit, owner=self.owner,
-                                executor_args=self.executor_args), docker=self.docker)
+        await self.engine.run(self.options(name, sock_dir, uid_base))
         ep = Endpoint(name=name, socket_path=sock_dir / "executor.sock", slots=self.slots)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.start_timeout_s
@@ -227,7 +172,7 @@ class DockerBackend(PooledBackend):
                 break
             except ExecutorError:
                 if loop.time() > deadline:
-                    logs = await self._logs(name)
+                    logs = await self.engine.logs(name)
                     raise DockerError(f"sandbox container {name} did not answer within "
                                       f"{self.start_timeout_s:.0f} s; its log: {logs}") from None
                 await asyncio.sleep(0.05)
@@ -236,22 +181,15 @@ class DockerBackend(PooledBackend):
         ep.slots = int(info.get("slots", self.slots))
         await self.pool.add(ep)
 
-    async def _logs(self, name: str) -> str:
-        try:
-            return (await _docker("logs", "--tail", "20", name, docker=self.docker, timeout_s=10))[-1500:]
-        except DockerError as exc:
-            return str(exc)
-
     async def _remove(self, name: str) -> None:
         if self._pool is not None:
             await self._pool.remove(name)
         sock_dir = self._containers.pop(name, None)
         self._index.pop(name, None)
         try:
-            await _docker("rm", "-f", "-v", name, docker=self.docker, timeout_s=60)
+            await self.engine.remove(name)
         except DockerError as exc:
-            if "No such container" not in str(exc):
-                logger.warning("could not remove sandbox container %s: %s", name, exc)
+            logger.warning("could not remove sandbox container %s: %s", name, exc)
         if sock_dir is not None:
             shutil.rmtree(sock_dir, ignore_errors=True)
 
@@ -270,46 +208,26 @@ class DockerBackend(PooledBackend):
         finally:
             self._replacing.discard(name)
 
-    async def _probe(self, ep: Endpoint) -> str | None:
-        """None when healthy, else why not. An executor must miss two pings in a row (a busy host
-        can delay one) to count as gone."""
-        try:
-            info = await ep.ping_twice(timeout_s=3.0)
-        except ExecutorError as exc:
-            return str(exc)
-        if not info.get("ok") and info.get("tampered", True):  # a stuck slot is replaced in there
-            return (f"executor reports leftover processes {info.get('leftover_processes')} or writable "
-                    f"shared dirs {info.get('writable_shared_dirs')} or broken slots {info.get('broken_slots')}")
-        return None
+    def _replace_soon(self, name: str, reason: str) -> None:
+        """Replace ``name`` in a background task (kept in ``_tasks`` so close() waits for it)."""
+        task = asyncio.create_task(self._replace(name, reason))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        """A container of this pool died (events stream): replace it now, not at the next ping."""
+        attrs = (event.get("Actor") or {}).get("Attributes") or {}
+        name = str(attrs.get("name", ""))
+        if name in self._containers and name not in self._replacing and name not in self._starting:
+            self._replace_soon(name, f"container {event.get('Action', 'died')} (exit code {attrs.get('exitCode')})")
 
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
         reason = await self._probe(ep)
-        if reason is None:
+        if reason is None or ep.name in self._replacing:
             return
-        if self.attached:
-            if self._pool is not None:
-                await self._pool.remove(ep.name)
-        elif ep.name not in self._replacing:
-            if self._pool is not None:  # no new job goes there while it is being replaced
-                await self._pool.remove(ep.name)
-            task = asyncio.create_task(self._replace(ep.name, f"{reason} (after: {exc})"))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _scan(self) -> None:
-        """Attach mode: add every answering executor socket in socket_dir."""
-        assert self.socket_dir is not None and self._pool is not None
-        for sock in sorted(self.socket_dir.glob("*.sock")):
-            if sock.stem in self._pool.endpoints or not ctl_path_for(sock).exists():
-                continue
-            ep = Endpoint(name=sock.stem, socket_path=sock)
-            try:
-                info = await ep.ping(timeout_s=2.0)
-            except ExecutorError:
-                continue
-            if info.get("ok"):
-                ep.slots = int(info.get("slots", 1))
-                await self._pool.add(ep)
+        if self._pool is not None:  # no new job goes there while it is being replaced
+            await self._pool.remove(ep.name)
+        self._replace_soon(ep.name, f"{reason} (after: {exc})")
 
     async def _watch(self) -> None:
         while True:
@@ -317,12 +235,9 @@ class DockerBackend(PooledBackend):
             try:
                 for ep in list(self.pool.endpoints.values()):
                     await self._executor_failed(ep, RuntimeError("periodic health check"))
-                if self.attached:
-                    await self._scan()
-                else:
-                    for name in [n for n in self._containers if n not in self.pool.endpoints
-                                 and n not in self._replacing and n not in self._starting]:
-                        await self._replace(name, "missing from the pool")
+                for name in [n for n in self._containers if n not in self.pool.endpoints
+                             and n not in self._replacing and n not in self._starting]:
+                    await self._replace(name, "missing from the pool")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # keep monitoring whatever happened
@@ -330,15 +245,17 @@ class DockerBackend(PooledBackend):
 
     async def health(self) -> dict[str, object]:
         out = await super().health()
-        out.update({"mode": "attach" if self.attached else "managed", "replaced": self.replaced})
+        out.update({"mode": "managed", "replaced": self.replaced, "events": self._events is not None})
         return out
 
     async def close(self) -> None:
+        if self._events is not None:
+            await asyncio.to_thread(self._events.close)
+            self._events = None
         await self._stop_background()
-        if not self.attached:
-            await asyncio.gather(*[self._remove(name) for name in list(self._containers)],
-                                 return_exceptions=True)
-            if self._host_dir is not None:
-                shutil.rmtree(self._host_dir, ignore_errors=True)
-                self._host_dir = None
+        await asyncio.gather(*[self._remove(name) for name in list(self._containers)], return_exceptions=True)
+        if self._host_dir is not None:
+            shutil.rmtree(self._host_dir, ignore_errors=True)
+            self._host_dir = None
         self._pool = None
+        self.engine.close()

@@ -1,5 +1,5 @@
-"""What both backends share: turning a CodeJob into executor requests over a pool of slots,
-checking outputs here (outside the sandbox), and building JobResults.
+"""What the executor-pool backends (local, docker, attach) share: turning a CodeJob into executor
+requests over a pool of slots, checking outputs here (outside the sandbox), and building JobResults.
 
 Subclasses provide the executors (``start``/``close``) and react to a failed executor
 (``_executor_failed``): the job that was running there gets ``sandbox_error``, never a verdict.
@@ -133,6 +133,18 @@ class PooledBackend:
 
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
         """Called when a job on ``ep`` failed for infrastructure reasons."""
+
+    async def _probe(self, ep: Endpoint) -> str | None:
+        """None when ``ep`` is healthy (or only has stuck slots, which its executor replaces), else
+        why not. An executor must miss two pings in a row (a busy host can delay one) to count as gone."""
+        try:
+            info = await ep.ping_twice(timeout_s=3.0)
+        except ExecutorError as exc:
+            return str(exc)
+        if not info.get("ok") and info.get("tampered", True):
+            return (f"executor reports leftover processes {info.get('leftover_processes')} or writable "
+                    f"shared dirs {info.get('writable_shared_dirs')} or broken slots {info.get('broken_slots')}")
+        return None
 
     async def _run(self, request: dict[str, Any], keep_going: Any, time_limit_s: float) -> tuple[list[dict], str | None]:
         """Run on a free slot. An executor that fails mid-job (a handler or slot past its deadline

@@ -14,7 +14,9 @@ __all__ = ["register"]
 
 
 def serve(
-    backend: Annotated[str, typer.Option(help="Sandbox backend: docker or local.")] = "docker",
+    backend: Annotated[str, typer.Option(help="Sandbox backend: docker (a managed pool of containers), attach "
+                                              "(executors started elsewhere; MUCODE_BACKEND_OPTIONS names their "
+                                              "socket_dir) or local (namespaces on this host, root).")] = "docker",
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1, or MUCODE_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="TCP port (default 8000, or MUCODE_PORT).")] = None,
     programs: Annotated[list[str] | None, typer.Option("--program", help="Serve only these programs.")] = None,
@@ -52,7 +54,8 @@ def verify(
     program: Annotated[str, typer.Option(help="Reward program for items that name none (e.g. code, math).")],
     input: Annotated[Path, typer.Option("--input", "-i", help="JSONL file, one item per line ('-': stdin).")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="JSONL results (default: stdout).")] = None,
-    backend: Annotated[str, typer.Option(help="Sandbox backend for code: docker or local.")] = "local",
+    backend: Annotated[str, typer.Option(help="Sandbox backend for code: local (namespaces on this host, root) "
+                                              "or docker (a managed pool of containers).")] = "local",
     math_workers: Annotated[int | None, typer.Option(help="math-verify worker processes.")] = None,
 ) -> None:
     """Score items without a server, through the same code as the service (one result line per item)."""
@@ -121,7 +124,8 @@ async def _run(core: Any, items: list[Any]) -> list[Any]:
     except Exception as err:
         raise _StartError() from err
     try:
-        return await core.verify(items)
+        verdicts: list[Any] = await core.verify(items)
+        return verdicts
     finally:
         await core.close()
 

@@ -7,7 +7,7 @@ Every field maps to ``MUCODE_<FIELD>`` (e.g. ``MUCODE_BACKEND=local``, ``MUCODE_
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,10 +26,19 @@ class VerifierSettings(BaseSettings):
     """Address to bind. Loopback by default: set 0.0.0.0 only behind a firewall or with a token."""
     port: int = Field(default=8000, ge=0, le=65535)
     """TCP port (0: any free port)."""
-    backend: Literal["docker", "local"] = "docker"
-    """Sandbox backend for code (``mucode.sandbox.make_backend``)."""
+    backend: str = "docker"
+    """Sandbox backend for code, a name in ``mucode.sandbox.SANDBOX_BACKENDS``: ``docker`` (a managed
+    pool of containers), ``attach`` (executors started elsewhere, e.g. compose: needs ``socket_dir``),
+    ``local`` (namespaces on this host, root), or a plug-in's."""
     backend_options: dict[str, Any] = Field(default_factory=dict)
     """Keyword options for the backend (JSON in the environment), e.g. pool size, image, socket dir."""
+
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, value: str) -> str:
+        from mucode.sandbox.base import SANDBOX_BACKENDS
+
+        return SANDBOX_BACKENDS.validate(value)
     token: SecretStr | None = None
     """If set, /v1/verify, /run_code and /metrics need ``Authorization: Bearer <token>``."""
     programs: list[str] | None = None

@@ -94,7 +94,7 @@ def test_docker_close_leaves_nothing_behind() -> None:
 
 
 @pytest.mark.docker
-def test_docker_attach_mode_uses_executors_started_elsewhere() -> None:
+def test_attach_backend_uses_executors_started_elsewhere() -> None:
     """What docker compose does: sandbox containers write <hostname>.sock into a shared volume; the
     verifier attaches to that dir without any access to the Docker engine."""
     sock_dir = Path(tempfile.mkdtemp(prefix="mucode-attach-"))
@@ -110,7 +110,7 @@ def test_docker_attach_mode_uses_executors_started_elsewhere() -> None:
                     "-v", f"{sock_dir}:/run/mucode", "mucode-sandbox:latest",
                     "--socket-dir", "/run/mucode", "--slots", "2", "--uid-base", str(u))
         _wait_until(lambda: all((sock_dir / f"{n}.ctl").exists() for n in names), 30, "the executors' sockets")
-        h = Handle("docker", socket_dir=str(sock_dir), health_interval_s=0.5)
+        h = Handle("attach", socket_dir=str(sock_dir), health_interval_s=0.5)
         try:
             health = h.health()
             assert health["ok"] and health["pool_size"] == 4 and health["mode"] == "attach", health
