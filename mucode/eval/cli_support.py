@@ -36,7 +36,7 @@ def fail(message: str) -> NoReturn:
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
-    from mucode.eval.hub import HubError
+    from mucode.data.files import HubError
     from mucode.eval.store import StoreMismatch
 
     types: list[type[BaseException]] = [ValueError, OSError, HubError, StoreMismatch, typer.BadParameter]

@@ -30,7 +30,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from mucode.eval.hub import HubError, download_dataset_file, iter_records
+from mucode.data.files import HubError, download_dataset_file, iter_file_rows
 
 __all__ = [
     "LCB_HUB_ID",
@@ -201,7 +201,7 @@ def load_livecodebench(
     problems: list[LCBProblem] = []
     seen: set[str] = set()
     for path in _file_paths(release_files(release), source, revision):
-        for row in iter_records(path):
+        for row in iter_file_rows(path):
             moment = datetime.fromisoformat(str(row["contest_date"])).replace(tzinfo=None)
             if (start is not None and moment < start) or (end is not None and moment > end):
                 continue  # before decoding the (large) private tests

@@ -170,17 +170,15 @@ def _local_file(bench: MathBenchmark, data_dir: Path) -> Path | None:
 
 
 def _hub_rows(bench: MathBenchmark, revision: str | None) -> list[dict[str, Any]]:
-    from mucode.eval.hub import download_dataset_file, list_dataset_files, read_records
+    from mucode.data.files import download_dataset_file, list_dataset_files, read_rows, select_split_files
 
     if bench.hub_files:
         names = list(bench.hub_files)
     else:
-        from mucode.data.files import select_split_files
-
         names = select_split_files(list_dataset_files(bench.hub_id, revision=revision), bench.hub_split)
     rows: list[dict[str, Any]] = []
     for name in names:
-        rows.extend(read_records(download_dataset_file(bench.hub_id, name, revision=revision)))
+        rows.extend(read_rows(download_dataset_file(bench.hub_id, name, revision=revision)))
     return rows
 
 
@@ -210,13 +208,13 @@ def load_math_problems(
     name: str, *, data_dir: str | Path | None = None, revision: str | None = None
 ) -> list[MathProblem]:
     """A benchmark's problems from `data_dir`, else from the copy shipped with mucode, else the Hub."""
-    from mucode.eval.hub import read_records
+    from mucode.data.files import read_rows
 
     bench = _benchmark(name)
     path = math_data_file(name, data_dir)
     if path is not None:
         fields = bench.local_fields if path.name == bench.local_file else bench.hub_fields
-        return _rows_to_problems(read_records(path), fields or bench.hub_fields, str(path))
+        return _rows_to_problems(read_rows(path), fields or bench.hub_fields, str(path))
     return _rows_to_problems(_hub_rows(bench, revision), bench.hub_fields, f"Hub {bench.hub_id}")
 
 

@@ -57,7 +57,7 @@ def test_release_tags_are_cumulative_over_the_release_files() -> None:
 
 @pytest.mark.usefixtures("hub_offline")
 def test_hub_source_offline_fails_with_the_offline_recipe() -> None:
-    from mucode.eval.hub import HubError
+    from mucode.data.files import HubError
 
     with pytest.raises(HubError, match="--data-dir"):
         load_livecodebench("v1")
