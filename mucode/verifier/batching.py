@@ -78,7 +78,7 @@ class Batch:
 
 
 def _hoist(item: dict[str, Any], sets: dict[str, bytes], by_id: dict[int, str]) -> tuple[dict[str, Any], str | None]:
-    spec = item.get("spec")
+    spec: Any = item.get("spec")
     tests = spec.get("tests") if isinstance(spec, dict) else None
     if not isinstance(tests, dict) or is_ref(tests):
         return item, None

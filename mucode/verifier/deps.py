@@ -13,7 +13,8 @@ __all__ = ["Authorized", "VerifierDep"]
 
 
 def get_verifier(request: Request) -> Verifier:
-    return request.app.state.verifier
+    verifier: Verifier = request.app.state.verifier
+    return verifier
 
 
 def require_token(request: Request) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,7 +20,7 @@ def _loc(loc: tuple[object, ...] | list[object]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".") or "body"
 
 
-def _problem(error: dict) -> str:
+def _problem(error: dict[str, Any]) -> str:
     if tuple(error["loc"]) == ("body",) and error.get("type") in ("model_attributes_type", "dict_type"):
         return ("body: must be a JSON object (e.g. {\"items\": [...]}) sent with "
                 "'Content-Type: application/json'")

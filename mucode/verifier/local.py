@@ -29,7 +29,7 @@ def local_verifier(backend: str = "local", *, start_timeout_s: float = 300.0, **
     from mucode.verifier.app import create_app
     from mucode.verifier.settings import VerifierSettings
 
-    config = VerifierSettings(backend=backend, host="127.0.0.1", port=0, **settings)  # type: ignore[arg-type]
+    config = VerifierSettings(backend=backend, host="127.0.0.1", port=0, **settings)
     app = create_app(config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

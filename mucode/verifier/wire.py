@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = [
     "CLIENT_TIMEOUT_HEADER",
@@ -69,7 +69,7 @@ def digest_of(encoded: bytes) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
-def is_ref(tests: Any) -> bool:
+def is_ref(tests: Any) -> TypeGuard[dict[str, Any]]:
     """Whether a ``spec.tests`` value is a reference into the request's ``test_sets``."""
     return isinstance(tests, dict) and len(tests) == 1 and REF_KEY in tests
 
