@@ -44,11 +44,15 @@ from protocol import ProtocolError, recv_frame, send_frame  # noqa: E402
 from runner import Limits, Slot, run_test  # noqa: E402
 from slots import SECCOMP_FAILED, Board, slot_manager  # noqa: E402
 
+TYPE_CHECKING = False  # typing's own flag without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 VERSION = "2"
 MODES = ("stdio", "call", "assert")
 
 
-def _limits(req: dict, args: argparse.Namespace) -> Limits:
+def _limits(req: dict[str, Any], args: argparse.Namespace) -> Limits:
     tl = float(req.get("time_limit_s", 5.0))
     mem = int(req.get("memory_limit_mb", 512))
     if not (0 < tl <= 300) or not (16 <= mem <= 65536):
@@ -209,7 +213,7 @@ def serve(args: argparse.Namespace) -> None:
     try:
         while True:
             _watchdog(slots, board, managers, broken, counts, spawn)
-            watched = [ctl, 0] if args.exit_on_stdin_eof else [ctl]
+            watched: list[socket.socket | int] = [ctl, 0] if args.exit_on_stdin_eof else [ctl]
             ready, _, _ = select.select(watched, [], [], 0.5)
             if 0 in ready and not os.read(0, 4096):
                 return  # the owner (local backend) is gone: take the whole namespace down with us
@@ -272,7 +276,7 @@ def _watchdog(slots: list[Slot], board: Board, managers: dict[int, int], broken:
 
 
 def _health(args: argparse.Namespace, slots: list[Slot], board: Board, broken: set[int],
-            counts: dict[str, int], writable_shared: list[str]) -> dict:
+            counts: dict[str, int], writable_shared: list[str]) -> dict[str, Any]:
     before = board.snapshot()
     found = cleanup.slot_pids({s.uid for s in slots if before[s.index][0] == 0})
     after = board.snapshot()  # a slot that took a job meanwhile is not idle: skip it

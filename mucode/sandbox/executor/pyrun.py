@@ -35,6 +35,10 @@ import sys
 import traceback
 import types
 
+TYPE_CHECKING = False  # typing's own flag without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 CTL_FD = 3
 INT_MAX_STR_DIGITS = 50_000
 _SITE_DIRS: list[str] = []
@@ -48,7 +52,7 @@ def prepare() -> None:
     _SITE_DIRS[:] = [d for d in site.getsitepackages() if os.path.isdir(d)]
 
 
-def _ctl(event: dict) -> None:
+def _ctl(event: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):
         os.write(CTL_FD, (json.dumps(event) + "\n").encode())
 
@@ -69,7 +73,7 @@ class NotPlain(Exception):
 _MAX_DEPTH = 150
 
 
-def plain(x: object, depth: int = 0) -> object:
+def plain(x: Any, depth: int = 0) -> object:
     """``x`` as exact builtin data. Subclasses of builtins go through the base type's own C
     methods (their overrides are ignored); numpy values through ``tolist()``; else NotPlain."""
     t = type(x)
@@ -79,18 +83,18 @@ def plain(x: object, depth: int = 0) -> object:
         raise NotPlain("nested too deeply")
     d = depth + 1
     if t is list:
-        return [plain(v, d) for v in x]  # type: ignore[attr-defined]
+        return [plain(v, d) for v in x]
     if t is tuple:
-        return tuple(plain(v, d) for v in x)  # type: ignore[attr-defined]
+        return tuple(plain(v, d) for v in x)
     if t is dict:
-        return {plain(k, d): plain(v, d) for k, v in dict.items(x)}  # type: ignore[arg-type]
+        return {plain(k, d): plain(v, d) for k, v in dict.items(x)}
     if t is set or t is frozenset:
-        return t(plain(v, d) for v in x)  # type: ignore[attr-defined]
+        return t(plain(v, d) for v in x)
     for base, to_base in _BASES:
         if issubclass(t, base):
             return plain(to_base(x), d)
     if getattr(t, "__module__", "") == "numpy" and hasattr(x, "tolist"):
-        return plain(x.tolist(), d)  # type: ignore[attr-defined]
+        return plain(x.tolist(), d)
     raise NotPlain(getattr(t, "__qualname__", "?"))
 
 
@@ -125,7 +129,7 @@ def encode(x: object) -> object:
     raise NotPlain(t.__qualname__)
 
 
-def _harness(token: str) -> dict:
+def _harness(token: str) -> dict[str, Any]:
     """The names the rewritten test code calls (bound here, after the program's own code ran)."""
     write, dumps = os.write, json.dumps
 
@@ -163,7 +167,7 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _resolve(module: types.ModuleType, fn_name: str):
+def _resolve(module: types.ModuleType, fn_name: str) -> Any:
     fn = getattr(module, fn_name, None)
     if callable(fn):
         return fn
@@ -177,7 +181,7 @@ def _finish(code: int) -> None:
     try:
         threading = sys.modules.get("threading")
         if threading is not None:
-            threading._shutdown()  # type: ignore[attr-defined]
+            threading._shutdown()
         import atexit
 
         atexit._run_exitfuncs()
@@ -191,7 +195,7 @@ def _finish(code: int) -> None:
     os._exit(code)
 
 
-def run_python(job: dict, test_input: str) -> None:
+def run_python(job: dict[str, Any], test_input: str) -> None:
     """Never returns: ends the process with the program's exit code."""
     _fresh_streams()
     sys.path[:] = [p for p in sys.path if not p.endswith("sandbox")] + _SITE_DIRS

@@ -47,6 +47,10 @@ import cleanup
 import pyrun
 from languages import Language
 
+TYPE_CHECKING = False  # typing's own flag without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
@@ -125,7 +129,7 @@ class SlotStuck(Exception):
     """A slot's processes or files could not be cleaned within their deadline."""
 
 
-INHERITED_MAPS: list = []
+INHERITED_MAPS: list[Any] = []
 """Shared mappings of the executor (its bookkeeping) that every test child closes before the
 program runs, so a program cannot write them."""
 
@@ -144,11 +148,11 @@ def _set_limits(lim: Limits) -> None:
         resource.setrlimit(res, value)
 
 
-def _ctl(event: dict) -> None:
+def _ctl(event: dict[str, Any]) -> None:
     os.write(CTL_FD, (json.dumps(event) + "\n").encode())
 
 
-def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, lim: Limits,
+def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_dir: str, lim: Limits,
            fds: tuple[int, int, int, int], test_input: str) -> None:
     """Runs in the forked child; never returns."""
     try:
@@ -210,8 +214,8 @@ def _child(job: dict, lang: Language, slot: Slot, run_dir: str, build_dir: str, 
     os._exit(127)
 
 
-def run_test(job: dict, lang: Language, slot: Slot, lim: Limits, test_input: str, index: int,
-             build_dir: str) -> dict:
+def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_input: str, index: int,
+             build_dir: str) -> dict[str, Any]:
     """Run the program once on one input; returns the outcome dict of protocol.py's test frame.
     Raises SlotStuck when the slot cannot be cleaned (before or after the run) in time."""
     # Only a compiled job's own tests keep its build dir; anything else starts from empty.
@@ -346,7 +350,7 @@ _EMPTY_OUTCOME = {"status": "runtime_error", "stdout": "", "stderr": "", "trunca
                   "exception": None, "message": None}
 
 
-def _ctl_events(ctl: Capture) -> list[dict]:
+def _ctl_events(ctl: Capture) -> list[dict[str, Any]]:
     """The control pipe's events, parsed defensively: a line that is not a small JSON object with
     a string ``ev`` is skipped (deep nesting, huge numbers, unhashable values, bad UTF-8)."""
     events = []
@@ -371,8 +375,8 @@ def _text(value: object, limit: int) -> str | None:
     return value
 
 
-def _outcome(job: dict, lim: Limits, status: int, cpu: float, peak_mb: float, wall: float,
-             out: Capture, err: Capture, ctl: Capture, limit_hit: str | None, token: str = "") -> dict:
+def _outcome(job: dict[str, Any], lim: Limits, status: int, cpu: float, peak_mb: float, wall: float,
+             out: Capture, err: Capture, ctl: Capture, limit_hit: str | None, token: str = "") -> dict[str, Any]:
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     events = _ctl_events(ctl)
