@@ -4,7 +4,7 @@
                              [--math-workers 2] [--load-seconds 120]
 
 Rows (items per second):
-- code, sandbox direct: ``DockerBackend.judge`` at concurrency = pool slots;
+- code, sandbox direct: ``DockerPoolBackend.judge`` at concurrency = pool slots;
 - code, HTTP: the same items through ``/v1/verify`` (extraction, validation, JSON, uvicorn) on a
   service with the same pool; target: HTTP costs at most 20% of code throughput;
 - math, in-process: math-verify (``check_answer``) in a loop in this process = one core;
@@ -58,7 +58,7 @@ def math_items(n: int) -> list[dict]:
 
 
 async def bench_sandbox_direct(items: list[dict], backend_options: dict) -> tuple[float, float]:
-    """(items/s, CPU ms per item in this process) for DockerBackend.judge at concurrency = slots."""
+    """(items/s, CPU ms per item in this process) for DockerPoolBackend.judge at concurrency = slots."""
     from mucode.sandbox import CodeJob, TestSpec, make_backend
 
     backend = make_backend("docker", **backend_options)
@@ -259,7 +259,7 @@ def main() -> None:
     d, hc, ip, hm = best["direct"], best["http_code"], best["in_process"], best["http_math"]
     per_core_http, per_core_local = 1000 / hm[1], 1000 / ip[1]
     rows = [
-        ("code, sandbox direct (DockerBackend.judge)", d, "", ""),
+        ("code, sandbox direct (DockerPoolBackend.judge)", d, "", ""),
         ("code, HTTP /v1/verify", hc, f"throughput {hc[0] / d[0]:.0%} of direct",
          "PASS" if hc[0] >= 0.8 * d[0] else "MISS (target: HTTP costs <= 20%)"),
         ("math, math-verify in-process", ip, f"{per_core_local:.1f} items per CPU-s", ""),
