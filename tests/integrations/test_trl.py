@@ -3,7 +3,9 @@
 TRL's ``GRPOTrainer`` calls ``reward_func(prompts=..., completions=..., completion_ids=...,
 trainer_state=..., **columns)`` with each other data-set column as a list (one value per completion).
 One batch here mixes math rows (TRL's ``solution`` column) and code rows (a ``tests`` column),
-in TRL's standard and conversational completion formats.
+in TRL's standard and conversational completion formats. Code verdicts come from the ``fake``
+sandbox backend (programs containing ``a + b`` are correct, the rest wrong): this tests the adapter,
+not the sandbox (tests/sandbox does that), so it needs neither root nor Docker.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ BAD = "```python\na, b = map(int, input().split())\nprint(a - b)\n```"
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    with local_verifier("local", programs=["math", "code"], math_workers=1, math_timeout_s=5.0,
-                        backend_options={"slots": 1, "uid_base": 63500}) as base:
+    with local_verifier("fake", programs=["math", "code"], math_workers=1, math_timeout_s=5.0,
+                        backend_options={"rules": [{"contains": "a + b", "verdict": "correct"}],
+                                         "default": "wrong_answer"}) as base:
         yield base
 
 

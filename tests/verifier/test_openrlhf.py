@@ -2,7 +2,8 @@
 
 OpenRLHF's `remote_rm_fn` posts `{"query", "prompts", "labels"}` (query = prompt + response) to the
 URL given as `--remote_rm_url` and reads `rewards` back (newer versions also `scores`, `extra_logs`).
-Real HTTP on loopback, local sandbox backend; one request mixes math and code samples.
+Real HTTP on loopback; one request mixes math and code samples. Code verdicts come from the ``fake``
+sandbox backend (a table: this tests the route, not the sandbox, so it needs neither root nor Docker).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ GOOD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    with local_verifier("local", programs=["math", "code", "exact_match"], math_workers=1,
-                        backend_options={"slots": 1, "uid_base": 63700}) as base:
+    rules = [{"contains": "print(a + b)", "verdict": "correct"},
+             {"contains": "while True", "verdict": "sandbox_error"}]  # the sandbox failing on this one
+    with local_verifier("fake", programs=["math", "code", "exact_match"], math_workers=1,
+                        backend_options={"rules": rules, "default": "wrong_answer"}) as base:
         yield base
 
 
@@ -54,7 +57,7 @@ def test_mismatched_lengths_are_a_422_with_the_fix(url: str) -> None:
 
 
 def test_an_infrastructure_failure_is_a_503_not_a_zero(url: str) -> None:
-    """A code item the sandbox cannot judge in time comes back verifier_error: the route refuses to score it."""
+    """A code item with an infrastructure status (here the sandbox's) is not a 0: the route refuses to score it."""
     spin = "```python\nwhile True:\n    pass\n```"
     slow = json.dumps({"tests": {"format": "stdio", "inputs": ["\n"], "outputs": ["\n"]}, "time_limit_s": 5})
     r = httpx.post(f"{url}/openrlhf/reward", json={"query": [spin], "prompts": [""], "labels": [slow]},
