@@ -2,8 +2,8 @@
 carries the in-sandbox executor, the presets and the assets, and judges programs through
 ``mucode serve --backend local`` (real HTTP on loopback) and ``mucode verify``.
 
-The wheel is built from a copy of what the verifier image copies (pyproject.toml, README.md,
-mucode/), so the checkout is never written to. The fresh environment gets the heavy dependencies
+The wheel is built from an sdist of a copy of what the verifier image copies (pyproject.toml,
+README.md, mucode/), so the checkout is never written to. The fresh environment gets the heavy dependencies
 (fastapi, pydantic, math-verify...) from this interpreter's site-packages through a filtered view
 that leaves out every mucode distribution (the editable install, the example plug-in): only the
 wheel's ``mucode`` can be imported there, which the test checks before anything else. The local
@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import time
 from pathlib import Path
 
@@ -41,13 +42,19 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: 
 
 
 def _build_wheel(tmp: Path) -> Path:
+    """sdist first, then the wheel from the unpacked sdist: what ``pip install`` does with an sdist,
+    so a file that only the checkout has (a symlink, an unlisted data file) is missing here too."""
     src = tmp / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
     shutil.copytree(REPO / "mucode", src / "mucode", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    build_sdist = f"from setuptools import build_meta; print(build_meta.build_sdist({str(tmp / 'sdist')!r}))"
+    name = _run([sys.executable, "-c", build_sdist], cwd=src).stdout.split()[-1]
+    with tarfile.open(tmp / "sdist" / name) as tar:
+        tar.extractall(tmp / "sdist", filter="data")
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-          "-q", "-w", str(tmp / "dist"), str(src)], cwd=tmp)
+          "-q", "-w", str(tmp / "dist"), str(tmp / "sdist" / name.removesuffix(".tar.gz"))], cwd=tmp)
     (wheel,) = (tmp / "dist").glob("mucode-*.whl")
     return wheel
 
