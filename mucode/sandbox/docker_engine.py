@@ -125,7 +125,7 @@ class Engine:
             try:
                 container.start()
             except docker.errors.DockerException:
-                client.api.remove_container(container.id, force=True, v=True)
+                client.api.remove_container(options["name"], force=True, v=True)
                 raise
         await self.call("run", create_and_start)
 
@@ -150,7 +150,7 @@ class Engine:
     async def labelled(self, label: str) -> list[tuple[str, dict[str, str]]]:
         """``(name, labels)`` of every container (running or not) carrying ``label`` (``k`` or ``k=v``)."""
         def ls(client: docker.DockerClient) -> list[tuple[str, dict[str, str]]]:
-            return [(c.name, dict(c.labels)) for c in client.containers.list(all=True, filters={"label": label})]
+            return [(str(c.name), dict(c.labels)) for c in client.containers.list(all=True, filters={"label": label})]
         return await self.call("ps", ls)
 
     def watch_events(self, filters: dict[str, Any], on_event: Callable[[dict[str, Any]], None]) -> EventWatch:

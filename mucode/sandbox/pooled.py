@@ -109,9 +109,9 @@ class PooledBackend:
         self.acquire_timeout_s = acquire_timeout_s
         self.reply_slack_s = reply_slack_s
         self._pool: SlotPool | None = None
-        self._monitor: asyncio.Task | None = None
+        self._monitor: asyncio.Task[None] | None = None
         """Background health watcher of the pool (subclasses start it)."""
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         """Background repairs (replacements, restarts) in flight."""
 
     async def _stop_background(self) -> None:
@@ -146,7 +146,7 @@ class PooledBackend:
                     f"shared dirs {info.get('writable_shared_dirs')} or broken slots {info.get('broken_slots')}")
         return None
 
-    async def _run(self, request: dict[str, Any], keep_going: Any, time_limit_s: float) -> tuple[list[dict], str | None]:
+    async def _run(self, request: dict[str, Any], keep_going: Any, time_limit_s: float) -> tuple[list[dict[str, Any]], str | None]:
         """Run on a free slot. An executor that fails mid-job (a handler or slot past its deadline
         is killed by the executor, which closes the connection) is reported to the backend, which
         replaces what is broken, and the job runs once more on a fresh slot."""
