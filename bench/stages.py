@@ -110,9 +110,8 @@ def main() -> None:
             "grpo_mu4",
             [
                 "algo.objective=grpo",
-                "algo.clip_eps_low=0.2",
-                "algo.clip_eps_high=0.2",
-                "algo.veto_scope=none",
+                "algo.clip_low=0.2",
+                "algo.clip_high=0.2",
                 "batch.updates_per_stage=4",
                 f"batch.num_stages={args.updates // 4}",
             ],
@@ -121,8 +120,7 @@ def main() -> None:
             f"mu_grpo_mu{args.mu}",
             [
                 "algo.objective=mu_grpo",
-                "algo.clip_eps_low=1.0",
-                "algo.clip_eps_high=4.0",
+                "algo.ratio_upper=5.0",
                 "algo.veto_scope=sequence",
                 f"batch.updates_per_stage={args.mu}",
                 f"batch.num_stages={args.updates // args.mu}",

@@ -116,17 +116,41 @@ def config_keys(section: Annotated[str | None, typer.Argument(help="Only this se
         typer.secho(f"[{name}]", bold=True)
         model = field.annotation
         for key, sub in model.model_fields.items():  # type: ignore[union-attr]
+            if (name, key) == ("algo", "params"):
+                typer.echo("  algo.params={}    [mapping: the selected objective's parameters, listed below]")
+                typer.echo(f"      {sub.description or ''}")
+                continue
             default = yaml.safe_dump(defaults[name][key], default_flow_style=True).strip().removesuffix("\n...")
             typer.echo(f"  {name}.{key}={default}    [{_type_name(sub.annotation)}]")
             typer.echo(f"      {sub.description or ''}")
+        if name == "algo":
+            _objective_param_keys()
+
+
+def _objective_param_keys() -> None:
+    """Each registered objective's parameters, as `algo.KEY` (shorthand of `algo.params.KEY`)."""
+    from mucode.config import objective_param_keys
+
+    current = None
+    for objective, key, default, annotation, doc in objective_param_keys():
+        if objective != current:
+            typer.secho(f"  with algo.objective={objective} (algo.KEY is algo.params.KEY):", bold=True)
+            current = objective
+        value = getattr(default, "value", default)
+        shown = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("\n...")
+        typer.echo(f"  algo.{key}={shown}    [{_type_name(annotation)}]")
+        typer.echo(f"      {doc}")
 
 
 def _type_name(annotation: object) -> str:
     """A field's type as a user writes its values: `int`, `float or null`, `one of: a, b`."""
+    import enum
     import types
     import typing
 
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "one of: " + ", ".join(str(m.value) for m in annotation)
     if origin is typing.Literal:
         return "one of: " + ", ".join(str(a) for a in args)
     if origin in (typing.Union, types.UnionType):

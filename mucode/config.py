@@ -12,11 +12,28 @@ optimizer updates made on one stage's rollouts: B_train = μ · B_mini prompts a
 
 from __future__ import annotations
 
+import ast
+import inspect
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from mucode.algo.modes import StdEstimator
 
 __all__ = [
     "AlgoConfig",
@@ -32,6 +49,7 @@ __all__ = [
     "VerifierConfig",
     "batch_plan",
     "load_config",
+    "objective_param_keys",
     "preset_names",
     "STORE_KEYS",
     "store_key_changes",
@@ -39,9 +57,6 @@ __all__ = [
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
-ObjectiveName = Literal["grpo", "mu_grpo", "m2po"]
-VetoScope = Literal["none", "trigger", "suffix", "nontrigger_suffix", "sequence"]
-LossAgg = Literal["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"]
 
 
 class ConfigError(ValueError):
@@ -118,30 +133,132 @@ class RolloutConfig(_Section):
 
 
 class AlgoConfig(_Section):
-    objective: ObjectiveName = "mu_grpo"
-    """Policy objective, by name in `mucode.algo`'s registry."""
-    clip_eps_low: float = Field(1.0, ge=0, le=1)
-    """Lower clip: ratios are clipped at 1 - clip_eps_low (μ-GRPO: 1.0, i.e. 0; GRPO: 0.2)."""
-    clip_eps_high: float = Field(4.0, ge=0)
-    """Upper clip: ratios are clipped at 1 + clip_eps_high (μ-GRPO: 4.0, i.e. 5; GRPO: 0.2)."""
-    dual_clip_c: float | None = None
-    """GRPO only: dual-clip constant for A<0 tokens (verl's clip_ratio_c=3). None: off. Never with μ-GRPO."""
-    veto_scope: VetoScope = "sequence"
-    """μ-GRPO negative-advantage veto: which tokens of a triggered A<0 response are masked."""
-    veto_threshold: float = Field(1e-4, gt=0, lt=1)
-    """τ_c: a token of an A<0 response whose ratio falls below this triggers the veto."""
-    m2po_threshold: float = Field(0.04, gt=0)
-    """τ_M2: M2PO masks tokens until the mean (log ρ)² of the remaining candidates is at most this."""
-    m2po_mode: Literal["greedy", "waterfill"] = "greedy"
-    """M2PO rule: the paper's greedy masking, or the authors' code's water-filled ratio clip."""
-    loss_agg: LossAgg = "seq-mean-token-mean"
-    """How token losses become one number; the denominator counts every response of the minibatch."""
-    adv_std: Literal["unbiased", "population", "none"] = "unbiased"
+    """The algorithm: which objective, its parameters, and the advantage estimate.
+
+    ``params`` is the selected objective's own typed parameters (``objective.params_type`` of
+    :mod:`mucode.algo`), so a key the objective does not have is an error, never ignored. Any key of
+    this section that is not one of its fields is shorthand for a parameter: ``algo.veto_scope=suffix``
+    is ``algo.params.veto_scope=suffix``.
+    """
+
+    objective: str = "mu_grpo"
+    """Policy objective, by name in `mucode.algo`'s registry: grpo, mu_grpo, m2po, or a plug-in of the
+    `mucode.objectives` entry-point group."""
+    params: Any = Field(default_factory=dict, validate_default=True)
+    """The objective's parameters (unset ones take its defaults, the papers'), e.g. mu_grpo:
+    ratio_upper, veto_scope, veto_threshold; grpo: clip_low, clip_high, dual_clip; m2po: m2_threshold,
+    mode; all: aggregation, norm_length, max_abs_log_ratio. `mucode config keys algo` lists them."""
+    adv_std: StdEstimator = StdEstimator.UNBIASED
     """Std of the group advantage: unbiased (verl), population (TRL), none (Dr.GRPO)."""
     adv_eps: float = Field(1e-6, ge=0)
     """Added to the group std before dividing."""
     recompute_behaviour_logprobs: bool = False
     """Recompute behaviour log-probs with the trainer instead of using the engine's stored ones."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return _nest_params(data) if isinstance(data, dict) else data
+
+    @field_validator("objective")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        from mucode.algo.catalog import OBJECTIVES
+
+        return OBJECTIVES.validate(name)
+
+    @field_validator("params", mode="plain")
+    @classmethod
+    def _typed(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.data.get("objective")
+        if name is None:  # the objective itself was invalid; that error is reported
+            return value
+        return objective_params(name, value)
+
+    @field_serializer("params")
+    def _dump_params(self, value: Any, info: FieldSerializationInfo) -> Any:
+        return TypeAdapter(type(value)).dump_python(value, mode=info.mode)
+
+    @model_validator(mode="after")
+    def _params_match(self) -> AlgoConfig:
+        from mucode.algo.catalog import get_objective
+
+        expected = get_objective(self.objective).params_type
+        if type(self.params) is not expected:  # e.g. `cfg.algo.objective = ...` assigned alone
+            raise ValueError(f"algo.params is a {type(self.params).__name__}, but algo.objective="
+                             f"{self.objective} takes {expected.__name__}; set both together")
+        return self
+
+
+def objective_params(name: str, values: Any) -> Any:
+    """The typed params of objective ``name`` from a mapping of its parameters (or such params).
+
+    A key the objective does not have raises ValueError naming the valid ones; values are checked
+    against the params type's annotations and its own range checks."""
+    from mucode.algo.catalog import get_objective
+
+    objective = get_objective(name)
+    if isinstance(values, objective.params_type):
+        return values
+    if not isinstance(values, Mapping):
+        raise ValueError(f"algo.params must be a mapping of {name}'s parameters, got {values!r}")
+    unknown = sorted(set(values) - set(objective.param_names()))
+    if unknown:
+        own = ", ".join(k for k in AlgoConfig.model_fields if k != "params")
+        raise ValueError(
+            f"{', '.join(unknown)}: not a parameter of algo.objective={name} ({objective.params_type.__name__}); "
+            f"its parameters: {', '.join(objective.param_names())} (other algo keys: {own})"
+        )
+    try:
+        return TypeAdapter(objective.params_type).validate_python(dict(values))
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}") from None
+
+
+def _nest_params(algo: dict[str, Any]) -> dict[str, Any]:
+    """``algo`` with each key that is not an AlgoConfig field moved under ``params`` (the shorthand)."""
+    own = AlgoConfig.model_fields
+    short = {k: v for k, v in algo.items() if k not in own}
+    params = algo.get("params")
+    if not short or not isinstance(params, dict | None):
+        return algo
+    both = sorted(set(short) & set(params or {}))
+    if both:
+        raise ValueError(f"algo.{both[0]} and algo.params.{both[0]} are both set; keep one")
+    return {**{k: v for k, v in algo.items() if k in own}, "params": {**(params or {}), **short}}
+
+
+def objective_param_keys() -> list[tuple[str, str, Any, Any, str]]:
+    """(objective, key, default, annotation, meaning) of every registered objective's parameters."""
+    import typing
+
+    from mucode.algo.catalog import OBJECTIVES
+
+    rows = []
+    for name, objective in OBJECTIVES.items():
+        params_type = objective.params_type
+        hints, docs, defaults = typing.get_type_hints(params_type), _attribute_docs(params_type), params_type()
+        for f in fields(params_type):
+            rows.append((name, f.name, getattr(defaults, f.name), hints[f.name], docs.get(f.name, "")))
+    return rows
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under a class's annotated fields (bases first, overridden by subclasses)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        try:
+            body = ast.parse(inspect.getsource(klass)).body[0]
+        except (OSError, TypeError, SyntaxError, IndexError):
+            continue
+        statements = getattr(body, "body", [])
+        for stmt, nxt in zip(statements, statements[1:], strict=False):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
+                    and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+                docs[stmt.target.id] = " ".join(nxt.value.value.split())
+    return docs
 
 
 class BatchConfig(_Section):
@@ -227,10 +344,19 @@ class VerifierConfig(_Section):
     """Bearer token for the verifier."""
     timeout_s: float = Field(300.0, gt=0)
     """Per-request timeout."""
-    max_retries: int = Field(3, ge=0)
-    """Retries of infrastructure failures before an item is masked out."""
+    retries: int = Field(3, ge=0)
+    """Re-sends of an item after an infrastructure failure, counted once per item, across HTTP and
+    service-side failures (an item is sent at most 1 + retries times), then masked out."""
 
     _url_list = field_validator("url", mode="before")(_as_list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "max_retries" in data:
+            raise ValueError("verifier.max_retries was renamed verifier.retries (re-sends of an item after an "
+                             "infrastructure failure, counted once per item): write verifier.retries=N")
+        return data
 
 
 class EvalConfig(_Section):
@@ -241,17 +367,17 @@ class EvalConfig(_Section):
     data_dir: str | None = None
     """Local directory of evaluation data (offline); None: the Hub."""
     samples_per_problem: int | None = None
-    """Samples per problem; None: the benchmark's default (AIME 16, others 4)."""
+    """Samples per problem; None: the protocol's (the paper's: AIME 16, others 4)."""
     limit: int | None = Field(None, ge=1)
     """Evaluate only the first this-many problems of each benchmark (smoke runs; not comparable with papers)."""
     protocol: str | None = None
-    """A named protocol of `mucode.eval.protocols` (e.g. `paper`): sampling, response budget (at the run's
-    context, prompt + response), prompt and samples per problem. None: `temperature`, `top_p` and
-    `rollout.max_response_tokens` below, the evaluators' default prompts."""
-    temperature: float = Field(0.6, gt=0)
-    """Sampling temperature of the evaluation during training (without `protocol`)."""
-    top_p: float = Field(0.95, gt=0, le=1)
-    """Nucleus sampling of the evaluation during training (without `protocol`)."""
+    """A named protocol of each benchmark kind (`mucode.eval.benchmarks`, e.g. `paper`): sampling, response
+    budget (at the run's context, prompt + response), prompt and samples per problem. None: each kind's
+    default protocol, as `mucode eval` uses, with `rollout.max_response_tokens` as the response budget."""
+    temperature: float | None = Field(None, gt=0)
+    """Sampling temperature of the evaluation during training; None: the protocol's."""
+    top_p: float | None = Field(None, gt=0, le=1)
+    """Nucleus sampling of the evaluation during training; None: the protocol's."""
     select_metric: str = "pass@1"
     """The best evaluated policy (best.json, policy/best) has the highest mean of this over `benchmarks`."""
 
@@ -294,32 +420,8 @@ class MucodeConfig(_Section):
             data = {**data, "batch": batch}
         return data
 
-    @model_validator(mode="before")
-    @classmethod
-    def _veto_follows_objective(cls, data: Any) -> Any:
-        """The veto is μ-GRPO's: `algo.objective=grpo` or `m2po` turns it off unless `algo.veto_scope` is set."""
-        if not isinstance(data, dict):
-            return data
-        algo = data.get("algo")
-        if isinstance(algo, dict) and algo.get("objective") not in (None, "mu_grpo") and "veto_scope" not in algo:
-            data = {**data, "algo": {**algo, "veto_scope": "none"}}
-        return data
-
     @model_validator(mode="after")
     def _check_combinations(self) -> MucodeConfig:
-        algo = self.algo
-        if algo.objective == "mu_grpo" and algo.dual_clip_c is not None:
-            raise ValueError(
-                "algo.dual_clip_c must be null with algo.objective=mu_grpo: dual-clip caps A<0 tokens and "
-                "changes the method; the veto is μ-GRPO's brake. Use algo.objective=grpo for dual-clip."
-            )
-        if algo.dual_clip_c is not None and algo.dual_clip_c <= 1:
-            raise ValueError(f"algo.dual_clip_c must be > 1 (verl uses 3), got {algo.dual_clip_c}")
-        if algo.objective != "mu_grpo" and algo.veto_scope != "none":
-            raise ValueError(
-                f"algo.veto_scope={algo.veto_scope} only applies to algo.objective=mu_grpo; "
-                f"set algo.veto_scope=none for {algo.objective}"
-            )
         if self.train.eval_every is not None and not self.eval.benchmarks:
             raise ValueError("train.eval_every is set but eval.benchmarks is empty; name them, e.g. eval.benchmarks=[math500]")
         if self.rollout.engine == "vllm" and self.train.device == "cpu":
@@ -342,7 +444,7 @@ def _read_yaml(config: str | Path | list[str]) -> dict[str, Any]:
         names = config if isinstance(config, list) else [c.strip() for c in config.split(",") if c.strip()]
         merged: dict[str, Any] = {}
         for name in names:
-            _deep_merge(merged, _read_yaml(name))
+            _merge_layer(merged, _read_yaml(name))
         return merged
     path = Path(config)
     if not path.exists() and (CONFIG_DIR / f"{config}.yaml").exists():
@@ -362,8 +464,25 @@ def _read_yaml(config: str | Path | list[str]) -> dict[str, Any]:
     if base is None:
         return data
     merged = _read_yaml(base)
-    _deep_merge(merged, data)
+    _merge_layer(merged, data)
     return merged
+
+
+def _merge_layer(into: dict[str, Any], layer: dict[str, Any]) -> None:
+    """Merge one layer (a file, or all overrides) into ``into``. The objective's parameters belong to
+    the objective: a layer that selects another objective starts from that objective's defaults."""
+    algo = layer.get("algo")
+    if isinstance(algo, dict):
+        try:
+            algo = _nest_params(algo)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        layer = {**layer, "algo": algo}
+        old = into.get("algo")
+        default = AlgoConfig.model_fields["objective"].default
+        if isinstance(old, dict) and "objective" in algo and algo["objective"] != old.get("objective", default):
+            old.pop("params", None)
+    _deep_merge(into, layer)
 
 
 def _deep_merge(into: dict[str, Any], new: dict[str, Any]) -> None:
@@ -412,8 +531,10 @@ def _format_error(err: ValidationError) -> str:
 def load_config(config: str | Path | None = None, overrides: list[str] | None = None) -> MucodeConfig:
     """Resolve defaults ← YAML (path or preset name) ← `key=value` overrides, and validate."""
     tree = _read_yaml(config) if config is not None else {}
+    layer: dict[str, Any] = {}
     for override in overrides or []:
-        _apply_override(tree, override)
+        _apply_override(layer, override)
+    _merge_layer(tree, layer)
     try:
         return MucodeConfig.model_validate(tree)
     except ValidationError as err:

@@ -33,7 +33,7 @@ from mucode.rollout.hf import HFEngine
 from mucode.rollout.logprobs import response_logprobs
 from mucode.train.aside import held_bytes, step_aside
 from mucode.train.distributed import DistInfo
-from mucode.train.optimize import Updater, make_optimizer, objective_params
+from mucode.train.optimize import Updater, make_optimizer
 from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
@@ -102,7 +102,7 @@ def fixed_batch_loss(model: torch.nn.Module, groups: list[StoredGroup], cfg: Any
     for i, s in enumerate(samples):
         behaviour[i, : len(s.behaviour_logprobs)] = torch.tensor(s.behaviour_logprobs, device=device)
     advantages = torch.tensor([s.advantage for s in samples], device=device)
-    params = objective_params(cfg.algo)
+    params = cfg.algo.params
     denominator = loss_denominator(out.mask.cpu(), params.aggregation, norm_length=params.norm_length)
     loss, _ = get_objective(cfg.algo.objective)(out.logprobs, behaviour, advantages, out.mask, params,
                                                 denominator=denominator, entropy=None, prepared=None)

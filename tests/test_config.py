@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from mucode.algo import GRPOParams, M2POMode, M2POParams, MuGRPOParams, VetoScope
 from mucode.config import ConfigError, MucodeConfig, batch_plan, load_config, preset_names
 
 
 def test_defaults_are_the_paper_settings() -> None:
     cfg = MucodeConfig()
     assert cfg.algo.objective == "mu_grpo"
-    assert 1 - cfg.algo.clip_eps_low == 0.0 and 1 + cfg.algo.clip_eps_high == 5.0
-    assert cfg.algo.veto_scope == "sequence" and cfg.algo.veto_threshold == 1e-4
+    assert cfg.algo.params == MuGRPOParams()  # the objective's own defaults, the paper's
+    assert cfg.algo.params.ratio_upper == 5.0
+    assert cfg.algo.params.veto_scope is VetoScope.SEQUENCE and cfg.algo.params.veto_threshold == 1e-4
     assert (cfg.batch.samples_per_prompt, cfg.batch.prompts_per_update) == (8, 32)
     assert (cfg.batch.updates_per_stage, cfg.batch.num_stages) == (1024, 4)
     assert cfg.optim.lr == 1e-6 and cfg.optim.betas == (0.9, 0.999) and cfg.optim.weight_decay == 0.01
@@ -22,19 +24,18 @@ def test_mu_grpo_preset_equals_defaults() -> None:
 
 
 @pytest.mark.parametrize(
-    ("preset", "objective", "mu", "stages", "low", "high"),
+    ("preset", "objective", "mu", "stages", "params"),
     [
-        ("grpo_mu4", "grpo", 4, 1024, 0.2, 0.2),
-        ("grpo_mu1024", "grpo", 1024, 4, 0.2, 0.2),
-        ("m2po", "m2po", 1024, 4, 1.0, 4.0),
+        ("grpo_mu4", "grpo", 4, 1024, GRPOParams(clip_low=0.2, clip_high=0.2, dual_clip=3.0)),
+        ("grpo_mu1024", "grpo", 1024, 4, GRPOParams(clip_low=0.2, clip_high=0.2, dual_clip=3.0)),
+        ("m2po", "m2po", 1024, 4, M2POParams(m2_threshold=0.04, mode="greedy_mask", aggregation="token-mean")),
     ],
 )
-def test_baseline_presets(preset: str, objective: str, mu: int, stages: int, low: float, high: float) -> None:
-    cfg = load_config(preset)
+def test_baseline_presets(preset: str, objective: str, mu: int, stages: int, params: object) -> None:
+    cfg = load_config(preset)  # each builds on mu_grpo: switching the objective drops mu_grpo's params
     assert cfg.algo.objective == objective
-    assert cfg.algo.veto_scope == "none"
+    assert cfg.algo.params == params
     assert (cfg.batch.updates_per_stage, cfg.batch.num_stages) == (mu, stages)
-    assert (cfg.algo.clip_eps_low, cfg.algo.clip_eps_high) == (low, high)
     assert batch_plan(cfg)["total_updates"] == 4096
 
 
@@ -64,9 +65,15 @@ def test_config_file_path(tmp_path) -> None:
     ("overrides", "needle"),
     [
         (["algo.veto_scope=everything"], "'none', 'trigger', 'suffix', 'nontrigger_suffix' or 'sequence'"),
-        (["algo.dual_clip_c=3"], "dual-clip"),
-        (["algo.objective=grpo", "algo.veto_scope=suffix"], "set algo.veto_scope=none"),
-        (["algo.objective=ppo"], "'grpo', 'mu_grpo' or 'm2po'"),
+        (["algo.dual_clip=3"], "dual_clip: not a parameter of algo.objective=mu_grpo"),
+        (["algo.clip_low=0.2"], "its parameters: aggregation, norm_length, max_abs_log_ratio, ratio_upper"),
+        (["algo.objective=grpo", "algo.veto_scope=suffix"], "veto_scope: not a parameter of algo.objective=grpo"),
+        (["algo.objective=ppo"], "unknown objective 'ppo'; valid names: grpo, m2po, mu_grpo"),
+        (["algo.objective=m2po", "algo.mode=greedy"], "'greedy_mask' or 'water_fill'"),
+        (["algo.ratio_upper=-1"], "ratio_upper must be > 0"),
+        (["algo.veto_threshold=abc"], "valid number"),
+        (["algo.veto_scope=suffix", "algo.params.veto_scope=trigger"], "both set; keep one"),
+        (["algo.adv_std=bessel"], "'unbiased', 'population' or 'none'"),
         (["batch.samples_per_prompt=1"], "greater than or equal to 2"),
         (["batch.prompts_per_updat=3"], "valid keys here: samples_per_prompt, prompts_per_update"),
         (["optimizer.lr=1"], "sections: model, data"),
@@ -103,13 +110,15 @@ PAPER_MODELS = {
     "qwen3-8b-base": ("Qwen/Qwen3-8B-Base", 8192, "math", 32),
     "qwen2.5-coder-7b": ("Qwen/Qwen2.5-Coder-7B", 8192, "code", 16),
 }
-# algorithm → (objective, μ, stages, clip low, clip high, dual-clip c, veto scope, M2PO τ)
+# algorithm → (objective, μ, stages, the objective's params)
+_MU_GRPO = MuGRPOParams(ratio_upper=5.0, veto_scope="sequence", veto_threshold=1e-4)
+_GRPO = GRPOParams(clip_low=0.2, clip_high=0.2, dual_clip=3.0)
 PAPER_ALGOS = {
-    None: ("mu_grpo", 1024, 4, 1.0, 4.0, None, "sequence", None),
-    "mu_grpo": ("mu_grpo", 1024, 4, 1.0, 4.0, None, "sequence", None),
-    "grpo_mu4": ("grpo", 4, 1024, 0.2, 0.2, 3.0, "none", None),
-    "grpo_mu1024": ("grpo", 1024, 4, 0.2, 0.2, 3.0, "none", None),
-    "m2po": ("m2po", 1024, 4, 1.0, 4.0, None, "none", 0.04),
+    None: ("mu_grpo", 1024, 4, _MU_GRPO),
+    "mu_grpo": ("mu_grpo", 1024, 4, _MU_GRPO),
+    "grpo_mu4": ("grpo", 4, 1024, _GRPO),
+    "grpo_mu1024": ("grpo", 1024, 4, _GRPO),
+    "m2po": ("m2po", 1024, 4, M2POParams(m2_threshold=0.04, mode="greedy_mask", aggregation="token-mean")),
 }
 MATH_BENCHMARKS = ["aime24", "aime25", "amc23", "amc24", "math500"]
 
@@ -118,7 +127,7 @@ MATH_BENCHMARKS = ["aime24", "aime25", "amc23", "amc24", "math500"]
 @pytest.mark.parametrize("model", list(PAPER_MODELS))
 def test_paper_presets_resolve_to_the_appendix_numbers(model: str, algo: str | None) -> None:
     hub, context, task, b_mini = PAPER_MODELS[model]
-    objective, mu, stages, low, high, dual, veto, m2 = PAPER_ALGOS[algo]
+    objective, mu, stages, params = PAPER_ALGOS[algo]
     for names in ([model] if algo is None else [f"{model},{algo}", f"{algo},{model}"]):  # either order
         cfg = load_config(names)
         assert cfg.model.path == hub and cfg.data.task == task and cfg.model.dtype == "bfloat16"
@@ -126,25 +135,46 @@ def test_paper_presets_resolve_to_the_appendix_numbers(model: str, algo: str | N
         assert cfg.batch.prompts_per_update == b_mini and cfg.batch.samples_per_prompt == 8
         assert (cfg.batch.updates_per_stage, cfg.batch.num_stages) == (mu, stages)
         assert batch_plan(cfg)["total_updates"] == 4096
-        assert (cfg.algo.objective, cfg.algo.clip_eps_low, cfg.algo.clip_eps_high) == (objective, low, high)
-        assert cfg.algo.dual_clip_c == dual and cfg.algo.veto_scope == veto
-        if m2 is not None:
-            assert cfg.algo.m2po_threshold == m2
-        if objective == "mu_grpo":
-            assert cfg.algo.veto_threshold == 1e-4
+        assert (cfg.algo.objective, cfg.algo.params) == (objective, params)
         assert cfg.optim.lr == 1e-6 and cfg.optim.betas == (0.9, 0.999) and cfg.optim.weight_decay == 0.01
         assert cfg.optim.warmup_updates == 0 and cfg.rollout.temperature == 1.0
         assert cfg.train.eval_every == 200
         assert cfg.eval.benchmarks == (MATH_BENCHMARKS if task == "math" else ["livecodebench"])
 
 
-def test_mu_grpo_refuses_dual_clip_and_grpo_presets_carry_it() -> None:
-    for preset in ("grpo_mu4", "grpo_mu1024"):
-        assert load_config(preset).algo.dual_clip_c == 3.0
-    with pytest.raises(ConfigError, match="dual_clip_c must be null with algo.objective=mu_grpo"):
-        load_config("mu_grpo", ["algo.dual_clip_c=3"])
-    with pytest.raises(ConfigError, match="dual_clip_c must be null"):
-        load_config("grpo_mu4", ["algo.objective=mu_grpo", "algo.veto_scope=sequence"])
+def test_parameters_belong_to_the_objective_they_were_written_for() -> None:
+    # dual-clip is grpo's: μ-GRPO has no such parameter, so it cannot be set by mistake
+    assert load_config("grpo_mu4").algo.params.dual_clip == 3.0
+    with pytest.raises(ConfigError, match=r"dual_clip: not a parameter of algo.objective=mu_grpo \(MuGRPOParams\)"):
+        load_config("mu_grpo", ["algo.dual_clip=3"])
+    # a later layer that selects another objective starts from that objective's defaults
+    assert load_config("grpo_mu4", ["algo.objective=mu_grpo"]).algo.params == MuGRPOParams()
+    assert load_config("mu_grpo", ["algo.objective=grpo"]).algo.params == GRPOParams()
+    # within one layer, order does not matter and parameters of the new objective apply
+    for overrides in (["algo.objective=grpo", "algo.clip_high=0.28"], ["algo.clip_high=0.28", "algo.objective=grpo"]):
+        assert load_config("mu_grpo", overrides).algo.params == GRPOParams(clip_high=0.28)
+    # the same objective again keeps the earlier layer's parameters
+    assert load_config("grpo_mu4", ["algo.objective=grpo", "algo.clip_low=0.1"]).algo.params == \
+        GRPOParams(clip_low=0.1, clip_high=0.2, dual_clip=3.0)
+
+
+def test_params_shorthand_nested_form_and_round_trip(tmp_path) -> None:
+    short = load_config(None, ["algo.objective=m2po", "algo.mode=water_fill", "algo.min_clip_low=0.25"])
+    nested = load_config(None, ["algo.objective=m2po", "algo.params.mode=water_fill", "algo.params.min_clip_low=0.25"])
+    assert short == nested and short.algo.params.mode is M2POMode.WATER_FILL
+    dumped = short.model_dump(mode="json")
+    assert dumped["algo"]["params"]["mode"] == "water_fill" and dumped["algo"]["params"]["aggregation"] == "token-mean"
+    import yaml
+
+    path = tmp_path / "saved.yaml"
+    path.write_text(yaml.safe_dump(dumped))
+    assert load_config(path) == short  # a run's saved config.yaml loads back to the same config
+
+
+def test_assigning_another_objective_alone_is_refused() -> None:
+    cfg = load_config(None)
+    with pytest.raises(ValueError, match="takes GRPOParams; set both together"):
+        cfg.algo.objective = "grpo"
 
 
 def test_code_task_takes_the_code_batch_unless_overridden() -> None:

@@ -63,7 +63,7 @@ def test_config_keys_documents_every_field() -> None:
 def test_config_show_composes_a_model_preset_with_an_algorithm_preset() -> None:
     out = run("config", "show", "--config", "qwen2.5-coder-7b,grpo_mu4")
     assert out.returncode == 0, out.stderr
-    for needle in ("path: Qwen/Qwen2.5-Coder-7B", "objective: grpo", "dual_clip_c: 3.0", "task: code",
+    for needle in ("path: Qwen/Qwen2.5-Coder-7B", "objective: grpo", "dual_clip: 3.0", "task: code",
                    "prompts_per_update: 16", "updates_per_stage: 4", "eval_every: 200"):
         assert needle in out.stdout, needle
 

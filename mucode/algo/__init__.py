@@ -64,6 +64,12 @@ Other pieces
 - ``veto_mask(log_rho, mask, advantages, scope, threshold)``; ``m2po_greedy_keep``, ``m2po_water_level``
 - Modes are str enums: :class:`LossAggregation`, :class:`VetoScope`, :class:`StdEstimator`,
   :class:`M2POMode`; params accept their string values too.
+- Plug-in objectives: an installed package declares ``[project.entry-points."mucode.objectives"]
+  NAME = "pkg.module:OBJECTIVE"`` (an :class:`Objective` whose ``name`` is NAME); ``get_objective``
+  and the config's ``algo.objective`` find it (:data:`OBJECTIVES` is the registry).
+
+The names below are imported on first use (PEP 562), so ``import mucode.algo.modes`` (the config
+does) does not import torch.
 
 Known limits: advantages are per response (token-level advantages are rejected); log ρ is clamped
 to ±20 before ``exp`` (exact inside, zero gradient outside; the veto reads the unclamped value);
@@ -72,23 +78,45 @@ The engine-vs-trainer log-prob caveat of (top-p = 1, top-k off, same temperature
 caller's to check: this package never sees sampling settings.
 """
 
-from mucode.algo.advantages import group_advantages
-from mucode.algo.aggregation import loss_denominator
-from mucode.algo.catalog import get_objective, objective_names, register_objective
-from mucode.algo.grpo import GRPO, GRPOParams
-from mucode.algo.m2po import M2PO, M2POParams, m2po_candidates, m2po_greedy_keep, m2po_water_level
-from mucode.algo.metrics import METRICS, MetricSpec, Reduce, reduce_metrics
-from mucode.algo.modes import LossAggregation, M2POMode, StdEstimator, VetoScope
-from mucode.algo.mu_grpo import MU_GRPO, MuGRPOParams, veto_mask
-from mucode.algo.objective import LossInputs, Objective, ObjectiveParams
-from mucode.algo.ratios import log_ratio, ratio
-from mucode.registry import DuplicateNameError, Registry, UnknownNameError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mucode.algo.advantages import group_advantages
+    from mucode.algo.aggregation import loss_denominator
+    from mucode.algo.catalog import OBJECTIVES, get_objective, objective_names, register_objective
+    from mucode.algo.grpo import GRPO, GRPOParams
+    from mucode.algo.m2po import M2PO, M2POParams, m2po_candidates, m2po_greedy_keep, m2po_water_level
+    from mucode.algo.metrics import METRICS, MetricSpec, Reduce, reduce_metrics
+    from mucode.algo.modes import LossAggregation, M2POMode, StdEstimator, VetoScope
+    from mucode.algo.mu_grpo import MU_GRPO, MuGRPOParams, veto_mask
+    from mucode.algo.objective import LossInputs, Objective, ObjectiveParams
+    from mucode.algo.ratios import log_ratio, ratio
+    from mucode.registry import DuplicateNameError, Registry, UnknownNameError
+
+_EXPORTS: dict[str, str] = {
+    "group_advantages": "mucode.algo.advantages",
+    "loss_denominator": "mucode.algo.aggregation",
+    **dict.fromkeys(("OBJECTIVES", "get_objective", "objective_names", "register_objective"), "mucode.algo.catalog"),
+    **dict.fromkeys(("GRPO", "GRPOParams"), "mucode.algo.grpo"),
+    **dict.fromkeys(("M2PO", "M2POParams", "m2po_candidates", "m2po_greedy_keep", "m2po_water_level"),
+                    "mucode.algo.m2po"),
+    **dict.fromkeys(("METRICS", "MetricSpec", "Reduce", "reduce_metrics"), "mucode.algo.metrics"),
+    **dict.fromkeys(("LossAggregation", "M2POMode", "StdEstimator", "VetoScope"), "mucode.algo.modes"),
+    **dict.fromkeys(("MU_GRPO", "MuGRPOParams", "veto_mask"), "mucode.algo.mu_grpo"),
+    **dict.fromkeys(("LossInputs", "Objective", "ObjectiveParams"), "mucode.algo.objective"),
+    **dict.fromkeys(("log_ratio", "ratio"), "mucode.algo.ratios"),
+    **dict.fromkeys(("DuplicateNameError", "Registry", "UnknownNameError"), "mucode.registry"),
+}
 
 __all__ = [
     "GRPO",
     "M2PO",
     "METRICS",
     "MU_GRPO",
+    "OBJECTIVES",
     "DuplicateNameError",
     "GRPOParams",
     "LossAggregation",
@@ -117,3 +145,17 @@ __all__ = [
     "register_objective",
     "veto_mask",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mucode.algo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

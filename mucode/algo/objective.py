@@ -9,7 +9,7 @@ the scalar loss and adds its own metrics.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Generic, TypeVar
 
 import torch
@@ -87,6 +87,10 @@ class Objective(Generic[P]):
 
     def default_params(self) -> P:
         return self.params_type()
+
+    def param_names(self) -> tuple[str, ...]:
+        """The fields of ``params_type``: the keys a config may set for this objective."""
+        return tuple(f.name for f in fields(self.params_type))
 
     def __call__(
         self,

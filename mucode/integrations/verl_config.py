@@ -8,7 +8,7 @@ What it emits, for a :class:`MucodeConfig` plus the facts of one cluster (:class
 
 - a nested, typed Hydra config file (``defaults: [ppo_trainer, _self_]``, verl's config directory
   on the search path through ``pkg://verl.trainer.config``) holding the model, the data files, the
-  reward through mucode's verifier (``reward.custom_reward_function`` → ``verl_reward.py``), the GPU
+  reward through mucode's verifier (``reward.custom_reward_function`` → ``mucode/integrations/verl/reward.py``), the GPU
   and node counts, the project name and mucode's losses;
 - the command that runs it (``python -m verl.trainer.main_ppo --config-path DIR --config-name NAME``);
 - optionally the training data in verl's Parquet schema (:func:`write_verl_parquet`): each row's
@@ -26,20 +26,24 @@ its driver: see docs/verl.md for the host memory that takes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from mucode.algo.modes import LossAggregation, StdEstimator
 from mucode.config import MucodeConfig
+from mucode.registry import Registry
 
-__all__ = ["EXTERNAL_MODULE", "VerlRun", "verl_command", "verl_overrides", "verl_run_config", "verl_settings",
+__all__ = ["EXTERNAL_MODULE", "VERL_LOSSES", "VerlRun", "verl_command", "verl_overrides", "verl_run_config", "verl_settings",
            "verl_warnings", "write_verl_parquet", "write_verl_run"]
 
 EXTERNAL_MODULE = "mucode.integrations.verl"
 CONFIG_NAME = "mucode_verl"
 ENV = "ray_kwargs.ray_init.runtime_env.env_vars"
 ACTOR = "actor_rollout_ref.actor"
+REWARD_FILE = Path(__file__).resolve().parent / "verl" / "reward.py"
+"""verl's custom reward function file (named by path: importing its package would import verl)."""
 _NO_LIMIT = 1e9  # verl has no "off" for dual-clip and grad clipping: an unreachable constant
 
 
@@ -60,19 +64,46 @@ class VerlRun:
     project: str = "mucode"
 
 
+@dataclass(frozen=True)
+class _VerlLoss:
+    """How one objective's typed params become verl settings; ``carries`` are the params it passes on."""
+
+    settings: Callable[[Any], list[tuple[str, Any]]]
+    carries: tuple[str, ...]
+
+
+def _mu_grpo(p: Any) -> list[tuple[str, Any]]:
+    return [(f"{ENV}.MUCODE_VETO_SCOPE", p.veto_scope.value), (f"{ENV}.MUCODE_VETO_THRESHOLD", str(p.veto_threshold)),
+            (f"{ACTOR}.policy_loss.loss_mode", "mu_grpo"), (f"{ACTOR}.clip_ratio_high", p.ratio_upper - 1.0)]
+
+
+def _m2po(p: Any) -> list[tuple[str, Any]]:
+    return [(f"{ENV}.MUCODE_M2PO_THRESHOLD", str(p.m2_threshold)), (f"{ENV}.MUCODE_M2PO_MODE", p.mode.value),
+            (f"{ACTOR}.policy_loss.loss_mode", "m2po")]
+
+
+def _grpo(p: Any) -> list[tuple[str, Any]]:
+    # verl's own vanilla PPO-clip loss, which always applies dual-clip to A<0 tokens
+    return [(f"{ACTOR}.policy_loss.loss_mode", "vanilla"), (f"{ACTOR}.clip_ratio_low", p.clip_low),
+            (f"{ACTOR}.clip_ratio_high", p.clip_high),
+            (f"{ACTOR}.clip_ratio_c", p.dual_clip if p.dual_clip is not None else _NO_LIMIT)]
+
+
+_COMMON = ("aggregation", "norm_length")
+VERL_LOSSES: Registry[_VerlLoss] = Registry("objective with a verl loss")
+"""The objectives a verl run can optimize, by name (mu_grpo and m2po through mucode's adapters)."""
+VERL_LOSSES.register("mu_grpo", _VerlLoss(_mu_grpo, (*_COMMON, "ratio_upper", "veto_scope", "veto_threshold")))
+VERL_LOSSES.register("m2po", _VerlLoss(_m2po, (*_COMMON, "m2_threshold", "mode")))
+VERL_LOSSES.register("grpo", _VerlLoss(_grpo, (*_COMMON, "clip_low", "clip_high", "dual_clip")))
+
+
 def _objective_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
-    a = cfg.algo
-    if a.objective == "mu_grpo":
-        return [(f"{ENV}.MUCODE_VETO_SCOPE", a.veto_scope), (f"{ENV}.MUCODE_VETO_THRESHOLD", str(a.veto_threshold)),
-                (f"{ACTOR}.policy_loss.loss_mode", "mu_grpo"), (f"{ACTOR}.clip_ratio_high", a.clip_eps_high)]
-    if a.objective == "m2po":
-        mode = {"greedy": "greedy_mask", "waterfill": "water_fill"}[a.m2po_mode]
-        return [(f"{ENV}.MUCODE_M2PO_THRESHOLD", str(a.m2po_threshold)), (f"{ENV}.MUCODE_M2PO_MODE", mode),
-                (f"{ACTOR}.policy_loss.loss_mode", "m2po")]
-    # grpo: verl's own vanilla PPO-clip loss, which always applies dual-clip to A<0 tokens
-    return [(f"{ACTOR}.policy_loss.loss_mode", "vanilla"), (f"{ACTOR}.clip_ratio_low", a.clip_eps_low),
-            (f"{ACTOR}.clip_ratio_high", a.clip_eps_high),
-            (f"{ACTOR}.clip_ratio_c", a.dual_clip_c if a.dual_clip_c is not None else _NO_LIMIT)]
+    params = cfg.algo.params
+    out = VERL_LOSSES.get(cfg.algo.objective).settings(params)
+    out.append((f"{ACTOR}.loss_agg_mode", params.aggregation.value))
+    if params.norm_length is not None:
+        out.append((f"{ACTOR}.loss_scale_factor", params.norm_length))
+    return out
 
 
 def verl_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
@@ -83,7 +114,7 @@ def verl_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
         (f"{ENV}.VERL_USE_EXTERNAL_MODULES", EXTERNAL_MODULE),
         *[p for p in objective if p[0].startswith(ENV)],
         ("algorithm.adv_estimator", "grpo"),
-        ("algorithm.norm_adv_by_std_in_grpo", cfg.algo.adv_std != "none"),
+        ("algorithm.norm_adv_by_std_in_grpo", cfg.algo.adv_std is not StdEstimator.NONE),
         ("algorithm.use_kl_in_reward", False),
         ("algorithm.rollout_correction.bypass_mode", False),
         ("algorithm.rollout_correction.rollout_is", None),
@@ -98,7 +129,6 @@ def verl_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
         (f"{ACTOR}.ppo_epochs", 1),
         ("trainer.total_training_steps", b.num_stages),
         *[p for p in objective if not p[0].startswith(ENV)],
-        (f"{ACTOR}.loss_agg_mode", cfg.algo.loss_agg),
         (f"{ACTOR}.use_kl_loss", False),
         (f"{ACTOR}.entropy_coeff", 0),
         (f"{ACTOR}.optim.lr", o.lr),
@@ -111,8 +141,6 @@ def verl_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
 
 
 def _run_settings(cfg: MucodeConfig, run: VerlRun) -> list[tuple[str, Any]]:
-    from mucode.verifier import verl_reward
-
     out: list[tuple[str, Any]] = [
         ("actor_rollout_ref.model.path", run.model_path),
         ("actor_rollout_ref.rollout.name", "vllm"),
@@ -122,7 +150,7 @@ def _run_settings(cfg: MucodeConfig, run: VerlRun) -> list[tuple[str, Any]]:
         (f"{ACTOR}.ppo_max_token_len_per_gpu", cfg.batch.micro_batch_tokens),
         ("data.train_files", list(run.train_files)),
         ("data.val_files", list(run.val_files or run.train_files)),
-        ("reward.custom_reward_function.path", str(Path(verl_reward.__file__).resolve())),
+        ("reward.custom_reward_function.path", str(REWARD_FILE)),
         ("reward.custom_reward_function.name", "compute_score"),
         ("trainer.project_name", run.project),
         ("trainer.n_gpus_per_node", run.gpus_per_node),
@@ -167,7 +195,7 @@ def write_verl_parquet(records: Iterable[Any], path: Path, *, data_source: str =
     """Writes task records (``mucode.data.TaskRecord``) as verl's RL Parquet schema; returns the row count.
 
     ``extra_info.mucode`` holds ``{"program", "spec"}`` as JSON text (the verifier item's program and
-    spec, read back by ``verl_reward.compute_score``), so math and code rows can share one file.
+    spec, read back by ``mucode.integrations.verl.reward.compute_score``), so math and code rows can share one file.
     ``reward_model.ground_truth`` carries the math answer, or the code spec as JSON, for verl's own tools.
     """
     import pyarrow as pa
@@ -212,10 +240,17 @@ def verl_overrides(cfg: MucodeConfig) -> list[tuple[str, str]]:
 def verl_warnings(cfg: MucodeConfig) -> list[str]:
     """Settings of ``cfg`` that verl cannot reproduce exactly."""
     out = []
-    if cfg.algo.adv_std == "population":
+    if cfg.algo.adv_std is StdEstimator.POPULATION:
         out.append("verl's GRPO std is the unbiased one; algo.adv_std=population has no verl equivalent")
-    if cfg.algo.loss_agg == "seq-mean-token-sum-norm":
-        out.append("seq-mean-token-sum-norm: verl's L is its padded response length")
+    params = cfg.algo.params
+    if params.aggregation is LossAggregation.SEQ_MEAN_TOKEN_SUM_NORM and params.norm_length is None:
+        out.append("seq-mean-token-sum-norm: verl's L is its padded response length (set algo.norm_length)")
+    carried = VERL_LOSSES.get(cfg.algo.objective).carries
+    default = type(params)()
+    for f in fields(params):
+        if f.name not in carried and getattr(params, f.name) != getattr(default, f.name):
+            out.append(f"algo.{f.name}={getattr(params, f.name)} has no verl equivalent; verl runs the default "
+                       f"{getattr(default, f.name)}")
     if not cfg.algo.recompute_behaviour_logprobs:
         out.append("verl recomputes the behaviour log-probs with the actor (decoupled mode); "
                    "the engine's stored log-probs are not used there")

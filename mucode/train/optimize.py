@@ -1,6 +1,8 @@
 """Phase 3 of a stage, one optimizer update: micro-batching by token budget, the objective by name,
 gradient accumulation with the minibatch's explicit denominator, grad clipping, AdamW.
 
+- The objective and its typed params come from the config (``algo.objective``, ``algo.params``:
+  validated there against the objective's ``params_type``), plug-in objectives included.
 - The minibatch is B_mini prompt groups. Responses whose verification failed (``masked``) are
   dropped before anything else: they count in no denominator and carry no gradient.
 - Micro-batches are packed greedily (responses sorted by length) so that rows × padded length
@@ -21,7 +23,7 @@ gradient accumulation with the minibatch's explicit denominator, grad clipping, 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -30,13 +32,13 @@ from torch import nn
 
 from mucode.algo import get_objective, loss_denominator
 from mucode.algo.metrics import reduce_metrics
-from mucode.config import AlgoConfig, MucodeConfig, OptimConfig
+from mucode.config import MucodeConfig, OptimConfig
 from mucode.rollout.logprobs import response_logprobs
 from mucode.train.distributed import DistInfo, is_fsdp, unwrap
 from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
-__all__ = ["Updater", "make_optimizer", "objective_params", "pack_micro_batches"]
+__all__ = ["Updater", "make_optimizer", "pack_micro_batches"]
 
 
 def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
@@ -54,25 +56,6 @@ def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Opti
         optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
     )
     return optimizer, scheduler
-
-
-# How the config's algo section becomes each objective's typed params (a registry, not if/elif).
-# An objective registered by a plug-in and missing here gets its default params + the aggregation.
-_PARAMS_FROM_CONFIG: dict[str, Callable[[AlgoConfig], dict[str, Any]]] = {
-    "grpo": lambda a: {"clip_low": a.clip_eps_low, "clip_high": a.clip_eps_high, "dual_clip": a.dual_clip_c},
-    "mu_grpo": lambda a: {"ratio_upper": 1.0 + a.clip_eps_high, "veto_scope": a.veto_scope,
-                          "veto_threshold": a.veto_threshold},
-    "m2po": lambda a: {"m2_threshold": a.m2po_threshold,
-                       "mode": {"greedy": "greedy_mask", "waterfill": "water_fill"}[a.m2po_mode]},
-}
-
-
-def objective_params(algo: AlgoConfig) -> Any:
-    """The typed params of ``algo.objective`` filled from the config section."""
-    objective = get_objective(algo.objective)
-    kwargs = {"aggregation": algo.loss_agg}
-    kwargs.update(_PARAMS_FROM_CONFIG.get(algo.objective, lambda a: {})(algo))
-    return objective.params_type(**kwargs)
 
 
 def pack_micro_batches(samples: Sequence[StoredSample], budget: int) -> list[list[int]]:
@@ -111,7 +94,7 @@ class Updater:
         self.scheduler = scheduler
         self.info = info
         self.objective = get_objective(cfg.algo.objective)
-        self.params = objective_params(cfg.algo)
+        self.params = cfg.algo.params  # typed by the config: the objective's own params_type
         self.temperature = cfg.rollout.temperature
         self.budget = cfg.batch.micro_batch_tokens
         self.grad_clip = cfg.optim.grad_clip

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from mucode.cli import get_app
 from mucode.integrations.verl_config import write_verl_parquet
-from mucode.verifier.verl_reward import to_item
+from mucode.verifier.samples import to_item
 
 
 def _compose(config_dir: Path, name: str = "mucode_verl"):  # noqa: ANN202 - an omegaconf DictConfig
@@ -59,7 +59,7 @@ def test_written_run_composes_and_validates_in_verl(tmp_path: Path, args: list[s
     assert (cfg.trainer.n_gpus_per_node, cfg.trainer.nnodes) == (4, 2)
     assert cfg.trainer.project_name == "mucode"
     reward = cfg.reward.custom_reward_function
-    assert reward.name == "compute_score" and Path(reward.path).name == "verl_reward.py"
+    assert reward.name == "compute_score" and Path(reward.path).name == "reward.py"
     assert Path(reward.path).is_file()
     env = cfg.ray_kwargs.ray_init.runtime_env.env_vars
     assert env.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl"
@@ -90,7 +90,7 @@ def test_mixed_math_and_code_parquet_reaches_the_verifier_items(tmp_path: Path) 
     for record, row in zip(records, rows, strict=True):
         assert row["prompt"] == record.messages and row["ability"] == record.program
         item = to_item(row["data_source"], "resp", row["reward_model"]["ground_truth"], row["extra_info"])
-        assert (item["program"], item["spec"]) == (record.program, record.spec)
+        assert (item.program, item.spec) == (record.program, record.spec)
         if record.program == "math":
             assert row["reward_model"]["ground_truth"] == str(record.spec["answer"])
         else:

@@ -28,7 +28,7 @@ def _update(policy: Path, overrides: list[str], groups: list[StoredGroup]) -> tu
 
 @pytest.mark.parametrize("objective", [
     ["algo.objective=mu_grpo"],
-    ["algo.objective=m2po", "algo.veto_scope=none", "algo.loss_agg=token-mean"],
+    ["algo.objective=m2po", "algo.aggregation=token-mean"],
 ])
 def test_update_does_not_depend_on_the_micro_batch_budget(small_policy: Path, objective: list[str]) -> None:
     groups = _groups(vocab=300)

@@ -13,7 +13,7 @@ from train_helpers import run_overrides, write_tasks
 from mucode.config import load_config
 from mucode.train.loop import run_training
 
-GRPO_MU4 = dict(algo__objective="grpo", algo__clip_eps_low=0.2, algo__clip_eps_high=0.2, algo__veto_scope="none",
+GRPO_MU4 = dict(algo__objective="grpo", algo__clip_low=0.2, algo__clip_high=0.2,
                 batch__updates_per_stage=4, batch__num_stages=3)
 
 
