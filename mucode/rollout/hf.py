@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from mucode.rollout.logprobs import accepts_logits_to_keep, token_logprobs
-from mucode.rollout.types import Sample
+from mucode.rollout.types import FinishReason, Sample
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class HFEngine:
         torch_device = resolve_device(device)
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=resolve_dtype(dtype, torch_device))
         tokenizer = AutoTokenizer.from_pretrained(model_path)
-        return cls(model.to(torch_device), tokenizer, **options)
+        return cls(model.to(torch_device), tokenizer, **options)  # type: ignore[arg-type]  # transformers types .to badly
 
     def generate(
         self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
@@ -166,7 +166,7 @@ class HFEngine:
                     yield pending.pop(p)
 
     @torch.no_grad()
-    def _decode(self, prompt_rows: list[list[int]]) -> list[tuple[list[int], list[float], str]]:
+    def _decode(self, prompt_rows: list[list[int]]) -> list[tuple[list[int], list[float], FinishReason]]:
         batch = len(prompt_rows)
         width = max(len(r) for r in prompt_rows)
         if min(len(r) for r in prompt_rows) == 0:
@@ -217,9 +217,9 @@ class HFEngine:
         all_tokens = torch.stack(tokens, 1).tolist()
         all_logprobs = torch.stack(logprobs, 1).tolist()
         finished = done.tolist()
-        results = []
+        results: list[tuple[list[int], list[float], FinishReason]] = []
         for i, length in enumerate(lengths.tolist()):
-            reason = "stop" if finished[i] else "length"
+            reason: FinishReason = "stop" if finished[i] else "length"
             results.append((all_tokens[i][:length], all_logprobs[i][:length], reason))
         return results
 

@@ -151,7 +151,7 @@ class ColocatedVLLM:
         return _StageView(self)
 
     def close(self) -> None:
-        self.llm = None  # type: ignore[assignment]
+        self.llm = None
 
 
 def _index(prompt_id: str, position: int) -> int:

@@ -108,8 +108,8 @@ class Evaluator:
         self.best: dict[str, Any] | None = json.loads(best.read_text()) if best.exists() else None
 
     def due(self, update: int) -> bool:
-        every = self.cfg.train.eval_every
-        return bool(self.cfg.eval.benchmarks) and bool(every) and update % every == 0
+        every = self.cfg.train.eval_every or 0
+        return bool(self.cfg.eval.benchmarks) and every != 0 and update % every == 0
 
     def done(self, update: int) -> bool:
         return (self.run_dir / "eval" / f"update-{update:07d}" / "report.json").exists()

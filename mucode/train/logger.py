@@ -96,7 +96,8 @@ def read_metrics(run_dir: str | Path) -> tuple[list[dict[str, Any]], list[dict[s
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a mucode run directory?")
-    updates, events = [], []
+    updates: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
     for line in path.read_text().splitlines():
         if line.strip():
             obj = json.loads(line)

@@ -7,6 +7,7 @@ the run logged, so a GRPO run (no veto) still plots; a panel with no data says s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def _smooth(ys: list[float], window: int) -> list[float]:
 
 
 def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[float], title: str,
-          key_groups: list[list[str]], ylabel: str, stage_rewards: list[tuple[float, float]] = ()) -> None:  # type: ignore[assignment]
+          key_groups: list[list[str]], ylabel: str, stage_rewards: Sequence[tuple[float, float]] = ()) -> None:
     keys = next((g for g in key_groups if any(_series(rows, k)[0] for k in g)), [])
     drawn = False
     for key in keys:
@@ -73,8 +74,8 @@ def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[float], title: s
     for b in boundaries:
         ax.axvline(b, color="grey", linestyle="--", linewidth=0.8)
     if stage_rewards and keys == ["reward/mean"]:
-        xs, ys = zip(*stage_rewards, strict=True)
-        ax.plot(xs, ys, "o", color="black", markersize=4, label="rollouts of β_k (and of the final policy)")
+        stage_xs, stage_ys = zip(*stage_rewards, strict=True)
+        ax.plot(stage_xs, stage_ys, "o", color="black", markersize=4, label="rollouts of β_k (and of the final policy)")
         drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "not logged by this run", ha="center", va="center", transform=ax.transAxes)

@@ -50,7 +50,7 @@ def load_policy(path: str, *, dtype: str, device: torch.device, trust_remote_cod
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.config.use_cache = False
-    model = model.to(device)
+    model = model.to(device)  # type: ignore[arg-type]  # transformers types .to badly
     for tensor in [*model.parameters(), *model.buffers()]:
         if not tensor.untyped_storage().resizable():
             tensor.data = tensor.data.clone()
@@ -67,7 +67,7 @@ def save_policy(model: nn.Module, tokenizer: Any, state_dict: dict[str, torch.Te
     shutil.rmtree(tmp, ignore_errors=True)
     if dtype is not None:
         state_dict = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state_dict.items()}
-    model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+    model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)  # type: ignore[operator]  # a PreTrainedModel
     if dtype is not None:  # save_pretrained writes the dtype of the model's (master) parameters
         config_file = tmp / "config.json"
         config = json.loads(config_file.read_text())
