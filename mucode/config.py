@@ -177,7 +177,7 @@ class AlgoConfig(_Section):
 
     @field_serializer("params")
     def _dump_params(self, value: Any, info: FieldSerializationInfo) -> Any:
-        return TypeAdapter(type(value)).dump_python(value, mode=info.mode)
+        return TypeAdapter(type(value)).dump_python(value, mode="json" if info.mode_is_json() else "python")
 
     @model_validator(mode="after")
     def _params_match(self) -> AlgoConfig:

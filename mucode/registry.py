@@ -127,4 +127,4 @@ class Registry(Generic[T]):
                     f"could not load {self.kind} {ep.name!r} ({ep.value}) from package {dist!r}: {exc!r}; "
                     f"fix or uninstall that package"
                 ) from exc
-            self._items[ep.name] = item  # type: ignore[assignment]
+            self._items[ep.name] = item
