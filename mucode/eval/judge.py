@@ -3,19 +3,19 @@
 Every sample becomes one or more verifier items ("parts": LiveCodeBench and math have one, EvalPlus
 two, its base and its plus tests). A part whose item is None was decided without the verifier
 (e.g. a response with no code block: status `no_code`). Items go to the service in chunks; each
-chunk's verdicts are appended to the run store before the next is sent, so an interrupted run loses
-at most one chunk. Items the verifier could not judge (infrastructure statuses) are sent again up
-to `infra_retries` times, then reported as such, never as a score.
+chunk's verdicts are appended to the run store as soon as they come back, so an interrupted run loses
+at most the chunks in flight. Items the verifier could not judge (infrastructure statuses) are
+re-sent by the session's one retry layer (`VerifierOptions.retries`: re-sends per item, counted
+once per item, across HTTP and service-side failures), then reported as such, never as a score.
 
-`StreamingJudge` does this on a background event loop, so the evaluators send each group of
-samples as soon as the engine finishes it and verification overlaps generation. With no URL, a
+`StreamingJudge` does this on a `VerifierSession` (a background event loop), so the evaluators send
+each group of samples as soon as the engine finishes it and verification overlaps generation. With no URL, a
 verifier is started in-process on loopback (`mucode.verifier.local.local_verifier`) at the first
 item that needs it; a fully cached rerun starts none.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -24,7 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mucode.eval.store import INFRA_STATUSES, RunStore, item_sha
+from mucode.eval.store import RunStore, item_sha
+from mucode.verifier.client import Scored
+from mucode.verifier.protocol import Item
+from mucode.verifier.session import VerifierSession
 
 __all__ = [
     "Part",
@@ -60,14 +63,13 @@ class VerifierOptions:
     """Sandbox backend of the in-process verifier (`local` or `docker`)."""
     token: str | None = None
     timeout_s: float = 300.0
-    max_retries: int = 3
+    retries: int = 3
+    """Re-sends of an item after an infrastructure failure (counted once per item)."""
     max_concurrency: int = 8
     batch_size: int = 64
     """Items per HTTP request (lower it for large items: the service caps request bytes)."""
     chunk_size: int = 256
     """Items per chunk between two saves of the verdict cache."""
-    infra_retries: int = 2
-    """Extra rounds for items that came back with an infrastructure status."""
     local_options: dict[str, Any] = field(default_factory=dict)
     """Settings of the in-process verifier (mucode.verifier.settings), e.g. {"math_workers": 2}."""
     shared: SharedLocalVerifier | None = field(default=None, repr=False, compare=False)
@@ -137,11 +139,11 @@ def verifier_session(options: VerifierOptions | None, programs: Sequence[str]) -
 
 
 class StreamingJudge:
-    """Judges parts on a private event loop in a background thread while the caller keeps working.
+    """Judges parts on a ``VerifierSession`` (a background thread) while the caller keeps working.
 
     `submit(parts)` returns at once (cached and decided verdicts are filled in directly; identical
     items already in flight are not sent twice); `finish()` waits for every submitted part and
-    returns all verdicts. The verifier (a local one when no URL is configured) and the thread start
+    returns all verdicts. The verifier (a local one when no URL is configured) and the session start
     at the first item that needs verifying, so a fully cached run starts nothing. Use it as a
     context manager: leaving the block stops everything (cancelling what is in flight on an error;
     the verdicts of finished chunks are already in the store).
@@ -156,9 +158,7 @@ class StreamingJudge:
         self._lock = threading.Lock()
         self._futures: list[concurrent.futures.Future[None]] = []
         self._stack = contextlib.ExitStack()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._client: Any = None
+        self._session: VerifierSession | None = None
         self._sent = 0
         self._done = 0
 
@@ -192,107 +192,66 @@ class StreamingJudge:
         if not fresh:
             return
         self.say(f"{settled} verdicts cached or decided, {len(fresh)} distinct items to verify")
-        loop = self._start([part.item["program"] for part, _ in fresh if part.item])
+        session = self._start([part.item["program"] for part, _ in fresh if part.item])
         self._sent += len(fresh)
-        self._futures.append(asyncio.run_coroutine_threadsafe(self._verify(fresh), loop))
+        for start in range(0, len(fresh), self.settings.chunk_size):
+            chunk = fresh[start : start + self.settings.chunk_size]
+            items = [Item.model_validate({**(part.item or {}), "id": f"{part.problem_id}#{part.index}#{part.part}"})
+                     for part, _ in chunk]
+            self._futures.append(session.submit(items, lambda scored, chunk=chunk: self._record(chunk, scored)))
 
     def finish(self) -> dict[tuple[str, int, str], dict[str, Any]]:
-        """Wait for every submitted part; re-raises what a verification raised."""
+        """Wait for every submitted part; re-raises what a verification raised (a 4xx: the service
+        rejected the items, a bug or a limit to raise, never a score)."""
         for future in self._futures:
             future.result()
         return self.verdicts
 
     def close(self, *, cancel: bool = False) -> None:
-        """Stop the thread, the client and a verifier started here (idempotent)."""
-        loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None:
+        """Stop the session and a verifier started here (idempotent)."""
+        if self._session is not None:
             if cancel:
                 for future in self._futures:
                     future.cancel()
             concurrent.futures.wait(self._futures, timeout=None if not cancel else 60)
-            if self._client is not None:
-                with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(self._client.aclose(), loop).result(timeout=60)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=60)
-            loop.close()
-            self._loop = self._thread = None
+            with contextlib.suppress(Exception):
+                self._session.close()
+            self._session = None
         self._stack.close()
 
-    def _start(self, programs: Sequence[str]) -> asyncio.AbstractEventLoop:
-        if self._loop is not None:
-            return self._loop
-        from mucode.verifier.client import VerifierClient
+    def _start(self, programs: Sequence[str]) -> VerifierSession:
+        if self._session is None:
+            urls = self._stack.enter_context(verifier_base_urls(self.settings, programs))
+            s = self.settings
+            self._session = VerifierSession(urls, name="mucode-eval-judge", token=s.token, timeout_s=s.timeout_s,
+                                            retries=s.retries, max_concurrency=s.max_concurrency,
+                                            batch_size=s.batch_size)
+        return self._session
 
-        urls = self._stack.enter_context(verifier_base_urls(self.settings, programs))
-        self._client = VerifierClient(
-            urls,
-            token=self.settings.token,
-            timeout_s=self.settings.timeout_s,
-            max_retries=self.settings.max_retries,
-            max_concurrency=self.settings.max_concurrency,
-            batch_size=self.settings.batch_size,
-        )
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mucode-eval-judge", daemon=True)
-        self._thread.start()
-        return self._loop
-
-    async def _verify(self, todo: list[tuple[Part, str]]) -> None:
-        from mucode.verifier.client import VerifierRequestError
-
-        settings = self.settings
-        pending = todo
-        for round_ in range(settings.infra_retries + 1):
-            last_round = round_ == settings.infra_retries
-            failed: list[tuple[Part, str]] = []
-            for start in range(0, len(pending), settings.chunk_size):
-                chunk = pending[start : start + settings.chunk_size]
-                items = [
-                    {**(part.item or {}), "id": f"{part.problem_id}#{part.index}#{part.part}"}
-                    for part, _ in chunk
-                ]
-                try:
-                    results = await self._client.verify(items)
-                except VerifierRequestError:
-                    raise  # the service rejected the items (4xx): a bug or a limit to raise, not a score
-                except Exception as err:  # anything else the client raises is infrastructure
-                    results = [{"status": "verifier_error", "details": {"error": repr(err)}}] * len(chunk)
-                rows = []
-                for (part, sha), result in zip(chunk, results, strict=True):
-                    status = str(result.get("status", "verifier_error"))
-                    infra = status in INFRA_STATUSES
-                    row = {
-                        "id": part.problem_id,
-                        "index": part.index,
-                        "part": part.part,
-                        "sha": sha,
-                        "reward": None if infra else float(result.get("reward", 0.0)),
-                        "status": status,
-                    }
-                    head = _last_stdout_head(result)
-                    if head:
-                        row["stdout_head"] = head
-                    rows.append(row)
-                    if infra and not last_round:
-                        failed.append((part, sha))
-                        continue
-                    with self._lock:
-                        for waiting in self._in_flight.pop(sha, [part]):
-                            self.verdicts[(waiting.problem_id, waiting.index, waiting.part)] = row
-                        self._done += 1
-                self.store.add_verdicts(rows)
-                retry = f" (retry round {round_})" if round_ else ""
-                self.say(f"verified {self._done}/{self._sent} items{retry}")
-            if not failed:
-                return
-            pending = failed
+    def _record(self, chunk: list[tuple[Part, str]], scored: Scored) -> None:
+        """Stores one chunk's verdicts (on the session's thread, as soon as they come back)."""
+        rows = []
+        for (part, sha), result in zip(chunk, scored.results, strict=True):
+            row: dict[str, Any] = {"id": part.problem_id, "index": part.index, "part": part.part, "sha": sha,
+                                   "reward": None if result.infra else float(result.reward),
+                                   "status": result.status.value}
+            head = _last_stdout_head(result.details)
+            if head:
+                row["stdout_head"] = head
+            rows.append(row)
+            with self._lock:
+                for waiting in self._in_flight.pop(sha, [part]):
+                    self.verdicts[(waiting.problem_id, waiting.index, waiting.part)] = row
+                self._done += 1
+        self.store.add_verdicts(rows)
+        resent = f" ({scored.resends} re-sends)" if scored.resends else ""
+        self.say(f"verified {self._done}/{self._sent} items{resent}")
 
 
-def _last_stdout_head(result: dict[str, Any]) -> str:
+def _last_stdout_head(details: dict[str, Any]) -> str:
     """The first line (≤ 200 characters) of the last test's stdout, kept with the verdict: enough to
     say which input failed (EvalPlus's driver prints `FAIL <i>`), small enough for the cache."""
-    tests = (result.get("details") or {}).get("tests") or []
+    tests = details.get("tests") or []
     stdout = tests[-1].get("stdout") if tests and isinstance(tests[-1], dict) else None
     return stdout.split("\n", 1)[0][:200] if isinstance(stdout, str) else ""
 

@@ -22,10 +22,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INFRA_STATUSES", "RunStore", "StoreMismatch", "item_sha", "prompt_key"]
+from mucode.verifier.protocol import INFRA_STATUSES
 
-INFRA_STATUSES = frozenset({"verifier_error", "sandbox_error"})
-"""Verifier statuses that say nothing about the response: never a score, never cached."""
+__all__ = ["INFRA_STATUSES", "RunStore", "StoreMismatch", "item_sha", "prompt_key"]
+# INFRA_STATUSES: verifier statuses that say nothing about the response: never a score, never cached.
 
 
 class StoreMismatch(RuntimeError):

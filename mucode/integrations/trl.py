@@ -10,14 +10,15 @@ holds every other column of the data set as one list per column (one value per c
 ``trainer_state`` in recent versions. A completion is a string (standard format) or a list of
 messages (conversational format: the last message's ``content`` is scored).
 
-How a row becomes a mucode item (first rule that applies), the same rules as the verl adapter:
+How a row becomes a mucode item (first rule that applies; ``mucode.verifier.samples.to_item``, the
+rules of the verl adapter and the OpenRLHF route):
 1. a ``mucode`` column holding ``{"program": ..., "spec": {...}}``: used as is (plug-in programs);
 2. the ``tests`` column (name configurable) holds a code spec (``{"tests": {...}}``, or verl's
    ``{"inputs", "outputs", "fn_name"?}``), as a dict or JSON text: a code item;
 3. otherwise the ``solution`` column (TRL's name for the reference answer; configurable): a math item.
 
 Deviation from TRL's own reward functions: an infrastructure failure (verifier unreachable, sandbox
-error after the client's retries) raises ``VerifierUnavailableError``. TRL would read ``None`` as
+error after the session's retries) raises ``VerifierUnavailableError``. TRL would read ``None`` as
 "not applicable" and sum it to a reward of 0, which the policy would learn from as a wrong answer.
 """
 
@@ -25,8 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mucode.verifier.client import VerifierClient
-from mucode.verifier.verl_reward import VerifierUnavailableError, _score, to_item
+from mucode.verifier.protocol import Item
+from mucode.verifier.samples import to_item
+from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 
 __all__ = ["VerifierReward", "VerifierUnavailableError"]
 
@@ -35,8 +37,8 @@ class VerifierReward:
     """Scores TRL completions through a mucode verifier; returns one float reward per completion."""
 
     def __init__(self, url: str | list[str], *, token: str | None = None, answer_column: str = "solution",
-                 tests_column: str = "tests", name: str = "mucode_verifier") -> None:
-        self.client = VerifierClient(url, token=token)
+                 tests_column: str = "tests", name: str = "mucode_verifier", retries: int = 3) -> None:
+        self.session = VerifierSession(url, name="mucode-trl-reward", token=token, retries=retries)
         self.answer_column = answer_column
         self.tests_column = tests_column
         self.__name__ = name  # TRL names its reward metrics after the function's __name__
@@ -45,9 +47,9 @@ class VerifierReward:
         items = [self._item(i, completion, columns) for i, completion in enumerate(completions)]
         if not items:
             return []
-        return [_score(result)["score"] for result in self.client.verify_sync(items)]
+        return [float(result.reward) for result in self.session.verify(items, strict=True)]
 
-    def _item(self, i: int, completion: Any, columns: dict[str, Any]) -> dict[str, Any]:
+    def _item(self, i: int, completion: Any, columns: dict[str, Any]) -> Item:
         row = {name: values[i] for name, values in columns.items() if isinstance(values, list | tuple)
                and len(values) > i}
         truth = row.get("mucode") or row.get(self.tests_column)
@@ -60,8 +62,8 @@ class VerifierReward:
         return to_item("trl", _text(completion), truth, None)
 
     def close(self) -> None:
-        """Closes the client's connections."""
-        self.client.close()
+        """Closes the session (its connections and thread)."""
+        self.session.close()
 
 
 def _text(completion: Any) -> str:

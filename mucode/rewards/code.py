@@ -67,9 +67,6 @@ class CodeSpec(BaseModel):
     language: Literal["python"] = "python"
 
 
-_VERDICT_TO_STATUS: dict[str, RewardStatus] = {s.value: s for s in RewardStatus}
-
-
 class CodeReward:
     """Binary reward for a program: all tests pass in the sandbox."""
 
@@ -86,7 +83,8 @@ class CodeReward:
             return Result(id=item.id, reward=0.0, status=RewardStatus.no_code,
                           details={"error": f"no code found with extract={spec.extract!r}"})
         if ctx.sandbox is None:
-            return Result.infra(item.id, RewardStatus.verifier_error, "this verifier was started without a sandbox")
+            return Result.infra_failure(item.id, RewardStatus.verifier_error,
+                                        "this verifier was started without a sandbox")
         job = CodeJob(
             program=program,
             tests=TestSpec(**spec.tests.model_dump()),
@@ -99,12 +97,13 @@ class CodeReward:
         try:
             outcome = await ctx.sandbox.judge(job)
         except Exception as exc:  # noqa: BLE001 - a backend failure is infrastructure, never a reward
-            return Result.infra(item.id, RewardStatus.sandbox_error, f"sandbox backend failed: {exc!r}"[:1000])
+            return Result.infra_failure(item.id, RewardStatus.sandbox_error,
+                                        f"sandbox backend failed: {exc!r}"[:1000])
         return _to_result(item.id, outcome)
 
 
 def _to_result(item_id: str | None, outcome: JobResult) -> Result:
-    status = _VERDICT_TO_STATUS[str(getattr(outcome.verdict, "value", outcome.verdict))]
+    status = RewardStatus(outcome.verdict)  # the sandbox's Verdict is the same enum
     details: dict[str, Any] = {
         "wall_s": round(outcome.wall_s, 6),
         "tests": [_test_details(t) for t in outcome.tests],

@@ -46,8 +46,8 @@ class MathReward:
 
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         if ctx.math is None:
-            return Result.infra(item.id, RewardStatus.verifier_error,
-                                "this verifier was started without math workers")
+            return Result.infra_failure(item.id, RewardStatus.verifier_error,
+                                        "this verifier was started without math workers")
         spec = MathSpec.model_validate(item.spec)
         outcome = await ctx.math.check(spec.answer, item.response, spec.timeout_s)
         status = RewardStatus(outcome.status)

@@ -8,21 +8,14 @@ the program and the inputs; outputs are compared here (checkers.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Literal
 
+from mucode.verifier.protocol import Status
 
-class Verdict(str, Enum):
-    """Per test and per job. ``sandbox_error`` is an infrastructure failure, never a reward."""
-
-    correct = "correct"
-    wrong_answer = "wrong_answer"
-    runtime_error = "runtime_error"
-    time_limit = "time_limit"
-    memory_limit = "memory_limit"
-    output_limit = "output_limit"
-    compile_error = "compile_error"
-    sandbox_error = "sandbox_error"
+Verdict = Status
+"""The sandbox's name for mucode's one status enum (:class:`mucode.verifier.protocol.Status`): a job
+or test gets ``correct`` … ``compile_error`` or ``sandbox_error`` (an infrastructure failure, never a
+reward); the item-level statuses (``no_code``, ``no_answer``, ``verifier_error``) are never a verdict."""
 
 
 TestFormat = Literal["stdio", "call", "assert"]

@@ -165,7 +165,7 @@ class Evaluator:
         try:
             report = evaluate_benchmarks(
                 e.benchmarks, engine, tokenizer, data_dir=e.data_dir, samples_per_problem=e.samples_per_problem,
-                verifier=VerifierOptions(urls=list(urls), token=v.token, timeout_s=v.timeout_s, max_retries=v.max_retries),
+                verifier=VerifierOptions(urls=list(urls), token=v.token, timeout_s=v.timeout_s, retries=v.retries),
                 run_dir=out_dir, limit=e.limit, protocol=self.protocol,
                 fingerprint={"run": str(self.run_dir), "update": update, "temperature": self.temperature,
                              "top_p": self.top_p, "max_new_tokens": self.max_new_tokens},

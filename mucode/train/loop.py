@@ -177,7 +177,7 @@ def run_training(
     run_start = time.perf_counter()
     with verifier_urls(cfg.verifier.url, cfg.verifier.backend) as urls:
         pipeline = VerifyPipeline(urls, token=cfg.verifier.token, timeout_s=cfg.verifier.timeout_s,
-                                  retries=cfg.verifier.max_retries)  # every rank verifies what it generates
+                                  retries=cfg.verifier.retries)  # every rank verifies what it generates
         try:
             while state.stage < b.num_stages:
                 k = state.stage

@@ -1,22 +1,33 @@
-"""``VerifierClient``: the async HTTP client trainers and evaluators use to get rewards.
+"""``VerifierClient``: the async HTTP client of the verifier service; the one place that retries.
 
-- Splits the items into batches of ``batch_size`` and sends up to ``max_concurrency`` at once, over
-  pooled connections, spreading batches over several base URLs (round robin).
-- Retries with exponential backoff on *infrastructure* errors only: connection failures, timeouts,
-  HTTP 408/429/5xx, and items that come back ``verifier_error``/``sandbox_error`` (only those items are
-  re-sent). A 4xx is the caller's mistake: it raises ``VerifierRequestError`` with the server's message.
-- When retries run out, the affected items come back with status ``verifier_error`` (or the last
-  infrastructure status the server gave): never raised per item, never a reward of 0/1 to trust.
+- Speaks the typed protocol (``mucode.verifier.protocol``): ``Item`` in (dicts are validated into
+  items first), ``Result`` out, one per item, in order.
+- Splits the items into batches of ``batch_size`` and sends at most ``max_concurrency`` requests at
+  once *per client* (over every call), over pooled connections, spreading batches over several base
+  URLs (round robin, so a re-send goes to the next URL).
+- **One retry layer.** An item is sent again when its send failed for infrastructure reasons: a
+  connection failure, a timeout, HTTP 408/429/5xx, an answer that is not the service's, or a result
+  with an infrastructure status (``verifier_error``/``sandbox_error``; only those items are re-sent).
+  Each item is sent at most ``1 + retries`` times, and no re-send starts later than
+  ``retry_window_s`` after the call began. The counts are kept honestly: ``Scored.sends`` (per item)
+  and ``VerifierClient.stats`` count every send of every item; re-sends are logged.
+- A 4xx is the caller's mistake: it raises ``VerifierRequestError`` with the server's message; it is
+  never retried.
+- When retries run out, the item comes back with its last infrastructure status (``verifier_error``
+  when the client made it up) and ``details["sends"]``: never raised per item, never a reward to trust.
 - Sends each distinct ``spec.tests`` object once per request (a shared test-set table keyed by
   content hash, ``mucode.verifier.wire``) and cuts batches by bytes as well as by count, below
   ``max_request_bytes`` (default: ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default).
   An item too large for any request raises ``RequestTooLargeError`` before anything is sent.
-  A 413 that names smaller caps than the client's (headers) makes it adopt them and cut again.
+  A 413 that names smaller caps than the client's (headers) makes it adopt them and cut again (that
+  refused send is not counted as one of the item's sends).
 - Every send has an outer time limit (``timeout_s``), which the client tells the service
   (``X-Mucode-Timeout-S``) so that the service answers first, with ``verifier_error`` for the items it
-  could not finish, instead of working on for a client that has already re-sent them. Bodies are streamed from the encoded items
-  and test sets (no whole-body copies): the client holds one encoded copy of each distinct test set,
-  plus one transient copy while it hashes one.
+  could not finish, instead of working on for a client that has already re-sent them. Bodies are
+  streamed from the encoded items and test sets (no whole-body copies).
+
+Synchronous callers use ``mucode.verifier.session.VerifierSession`` (this client on a background
+event loop); this class is async only.
 """
 
 from __future__ import annotations
@@ -26,11 +37,13 @@ import itertools
 import logging
 import os
 import random
-import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from mucode.verifier.batching import (
     Batch,
@@ -42,6 +55,7 @@ from mucode.verifier.batching import (
     cut,
     prepare,
 )
+from mucode.verifier.protocol import Item, Result, Status, VerifyResponse
 from mucode.verifier.wire import (
     CLIENT_TIMEOUT_HEADER,
     DEFAULT_MAX_REQUEST_BYTES,
@@ -49,17 +63,86 @@ from mucode.verifier.wire import (
     MAX_REQUEST_BYTES_HEADER,
 )
 
-__all__ = ["RequestTooLargeError", "VerifierClient", "VerifierRequestError"]
+__all__ = ["RequestTooLargeError", "Scored", "SendStats", "VerifierClient", "VerifierRequestError", "as_items"]
 
 logger = logging.getLogger(__name__)
 
-_INFRA = frozenset({"verifier_error", "sandbox_error"})
 _RETRY_CODES = frozenset({408, 429, 500, 502, 503, 504})
-T = TypeVar("T")
 
 
 class _Recut(Exception):
     """A 413 told smaller caps than this client's: the batch is cut again below them."""
+
+
+@dataclass
+class SendStats:
+    """Counts over the life of a client: items asked for, item sends (first sends and re-sends), and
+    items that still had an infrastructure status after their last send."""
+
+    items: int = 0
+    sends: int = 0
+    failed: int = 0
+
+    @property
+    def resends(self) -> int:
+        """Sends beyond the first of each item (what ``retries`` spent)."""
+        return self.sends - self.items
+
+
+@dataclass
+class Scored:
+    """The results of one call, in item order, and how many times each item was sent."""
+
+    results: list[Result]
+    sends: list[int]
+    elapsed_s: float = 0.0
+
+    @property
+    def resends(self) -> int:
+        return sum(self.sends) - len(self.sends)
+
+    @property
+    def failed(self) -> int:
+        """Items left with an infrastructure status (no reward signal)."""
+        return sum(r.infra for r in self.results)
+
+
+@dataclass
+class _Call:
+    """The state of one ``score`` call."""
+
+    items: list[Item]
+    wire: list[dict[str, Any]]
+    prepared: Prepared
+    results: list[Result | None]
+    sends: list[int]
+    retry_after_s: float = 0.0
+    """The longest ``Retry-After`` the service asked for in the current round."""
+
+
+@dataclass
+class _LoopState:
+    """What a client keeps per event loop: its connections and its send slots."""
+
+    http: httpx.AsyncClient
+    slots: asyncio.Semaphore
+
+
+def as_items(items: Sequence[Item | Mapping[str, Any]]) -> list[Item]:
+    """``items`` as ``Item`` objects; a dict that is not an item raises ``VerifierRequestError`` (422)."""
+    out: list[Item] = []
+    problems: list[str] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Item):
+            out.append(item)
+            continue
+        try:
+            out.append(Item.model_validate(item))
+        except ValidationError as exc:
+            problems += [f"items[{i}].{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+    if problems:
+        raise VerifierRequestError(422, f"invalid items (checked before sending): {len(problems)} problems", problems)
+    return out
 
 
 def _default_max_request_bytes() -> int:
@@ -71,155 +154,160 @@ def _default_max_request_bytes() -> int:
 
 
 class VerifierClient:
+    """Async client of one or more verifier replicas (see the module docstring)."""
+
     def __init__(
         self,
         base_urls: str | list[str],
         *,
         token: str | None = None,
         timeout_s: float = 300,
-        max_retries: int = 3,
+        retries: int = 3,
+        retry_window_s: float = 600.0,
         batch_size: int = 64,
         max_concurrency: int = 8,
         backoff_s: float = 0.5,
         max_backoff_s: float = 10.0,
         max_request_bytes: int | None = None,
     ) -> None:
-        """``timeout_s`` bounds each send (connect to last byte); ``max_request_bytes`` caps each body
-        (None: ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default cap)."""
+        """``timeout_s`` bounds each send (connect to last byte); ``retries`` is how many times an item is
+        sent again after an infrastructure failure; ``retry_window_s`` bounds, from the start of a call,
+        when a re-send may still start; ``max_request_bytes`` caps each body (None:
+        ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default cap)."""
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         urls = [u.strip() for url in urls for u in url.split(",") if u.strip()]
         if not urls:
             raise ValueError("VerifierClient needs at least one base URL, e.g. 'http://127.0.0.1:8000'")
         self.base_urls = [(u if "://" in u else f"http://{u}").rstrip("/") for u in urls]
-        if batch_size < 1 or max_concurrency < 1 or max_retries < 0:
-            raise ValueError("batch_size and max_concurrency must be >= 1 and max_retries >= 0")
+        if batch_size < 1 or max_concurrency < 1 or retries < 0 or retry_window_s < 0:
+            raise ValueError("batch_size and max_concurrency must be >= 1, retries and retry_window_s >= 0")
         self.max_request_bytes = max_request_bytes if max_request_bytes is not None else _default_max_request_bytes()
         if self.max_request_bytes < 1024 or timeout_s <= 0:
             raise ValueError("max_request_bytes must be >= 1024 and timeout_s > 0")
         self.token = token
         self.timeout_s = timeout_s
-        self.max_retries = max_retries
+        self.retries = retries
+        self.retry_window_s = retry_window_s
         self.batch_size = batch_size
         self.max_concurrency = max_concurrency
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.stats = SendStats()
         self._next_url = itertools.cycle(range(len(self.base_urls)))
-        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
-        self._sync_loop: asyncio.AbstractEventLoop | None = None
-        self._sync_thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopState] = {}
 
     # -- public API ---------------------------------------------------------------------------
-    async def verify(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Scores ``items`` (dicts); returns one result dict per item, in order."""
-        results: list[dict[str, Any] | None] = [None] * len(items)
-        exhausted: set[int] = set()  # items whose HTTP retries already ran out: not re-sent again
-        pending = list(range(len(items)))
-        if not items:
-            return []
-        prepared = await asyncio.to_thread(prepare, items)  # hashing megabytes of tests: off the loop
-        cut(prepared, items, pending, batch_size=self.batch_size, max_bytes=self.max_request_bytes)  # fail early
-        for attempt in range(self.max_retries + 1):
-            await self._run_round(prepared, items, pending, results, exhausted)
-            pending = [i for i in pending if i not in exhausted
-                       and results[i] is not None and results[i]["status"] in _INFRA]  # type: ignore[index]
-            if not pending or attempt == self.max_retries:
-                break
-            await asyncio.sleep(self._backoff(attempt))
-        return [r if r is not None else _infra_result(items[i], "no result") for i, r in enumerate(results)]
+    async def verify(self, items: Sequence[Item | Mapping[str, Any]]) -> list[Result]:
+        """Scores ``items``; one result per item, in order (see ``score`` for the send counts)."""
+        return (await self.score(items)).results
 
-    def verify_sync(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Blocking ``verify`` (runs on a private event loop thread; do not call from async code)."""
-        return self._run_sync(self.verify(items))
+    async def score(self, items: Sequence[Item | Mapping[str, Any]]) -> Scored:
+        """Scores ``items`` with the retry layer of the module docstring; results and send counts."""
+        start = time.monotonic()
+        typed = as_items(items)
+        if not typed:
+            return Scored([], [], 0.0)
+        wire = [item.wire() for item in typed]
+        prepared = await asyncio.to_thread(prepare, wire)  # hashing megabytes of tests: off the loop
+        cut(prepared, wire, list(range(len(wire))), batch_size=self.batch_size,
+            max_bytes=self.max_request_bytes)  # refuses an item too large before anything is sent
+        call = _Call(typed, wire, prepared, [None] * len(typed), [0] * len(typed))
+        self.stats.items += len(typed)
+        pending = list(range(len(typed)))
+        for attempt in range(self.retries + 1):
+            call.retry_after_s = 0.0
+            await self._send_round(call, pending)
+            pending = [i for i in pending if _result(call, i).infra]
+            if not pending or attempt == self.retries:
+                break
+            delay = max(self._backoff(attempt), min(self.max_backoff_s, call.retry_after_s))
+            if time.monotonic() - start + delay > self.retry_window_s:
+                logger.warning("verifier: not re-sending %d items: the retry window of %g s (retry_window_s) is "
+                               "over after %d sends", len(pending), self.retry_window_s, attempt + 1)
+                break
+            logger.info("verifier: re-sending %d of %d items after an infrastructure failure (re-send %d of %d)",
+                        len(pending), len(typed), attempt + 1, self.retries)
+            await asyncio.sleep(delay)
+        return self._finish(call, pending, time.monotonic() - start)
 
     async def aclose(self) -> None:
-        """Closes the connections of the current loop (and of the private loop of ``verify_sync``)."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.pop(loop, None)
-        if client is not None:
-            await client.aclose()
-        self._stop_sync_loop()
-
-    def close(self) -> None:
-        """Blocking ``aclose`` for users of ``verify_sync``."""
-        self._stop_sync_loop()
+        """Closes the connections of the current event loop."""
+        state = self._loops.pop(asyncio.get_running_loop(), None)
+        if state is not None:
+            await state.http.aclose()
 
     # -- internals ----------------------------------------------------------------------------
-    def _client(self) -> httpx.AsyncClient:
+    def _finish(self, call: _Call, failed: list[int], elapsed_s: float) -> Scored:
+        results = [_result(call, i) for i in range(len(call.items))]
+        for i in failed:
+            results[i] = results[i].model_copy(update={"details": {**results[i].details, "sends": call.sends[i]}})
+        if failed:
+            self.stats.failed += len(failed)
+            first = results[failed[0]]
+            logger.warning("verifier: %d of %d items still had no verdict after %d sends (1 + %d re-sends, "
+                           "retries=%d); e.g. %s: %s", len(failed), len(results), call.sends[failed[0]],
+                           call.sends[failed[0]] - 1, self.retries, first.status.value, first.error[:300])
+        return Scored(results, list(call.sends), elapsed_s)
+
+    def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
+        state = self._loops.get(loop)
+        if state is None:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
             limits = httpx.Limits(max_connections=self.max_concurrency * 2,
                                   max_keepalive_connections=self.max_concurrency)
-            client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10.0), headers=headers,
-                                       limits=limits)
-            self._clients[loop] = client
-        return client
+            http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10.0), headers=headers,
+                                     limits=limits)
+            state = self._loops[loop] = _LoopState(http, asyncio.Semaphore(self.max_concurrency))
+        return state
 
-    async def _run_round(self, prepared: Prepared, items: list[dict[str, Any]], indices: list[int],
-                         results: list[dict[str, Any] | None], exhausted: set[int]) -> None:
-        sem = asyncio.Semaphore(self.max_concurrency)
+    async def _send_round(self, call: _Call, indices: list[int]) -> None:
+        batches = cut(call.prepared, call.wire, indices, batch_size=self.batch_size, max_bytes=self.max_request_bytes)
+        await asyncio.gather(*(self._send_batch(call, batch) for batch in batches))
 
-        async def one(batch: Batch) -> None:
-            try:
-                async with sem:
-                    out, ok = await self._post_batch(prepared, batch, items)
-            except _Recut:  # raises RequestTooLargeError if one item cannot fit the server's cap
-                smaller = cut(prepared, items, batch.indices, batch_size=self.batch_size,
-                              max_bytes=self.max_request_bytes)
-                await asyncio.gather(*(one(b) for b in smaller))
-                return
-            for i, r in zip(batch.indices, out, strict=True):
-                results[i] = r
-            if not ok:
-                exhausted.update(batch.indices)
+    async def _send_batch(self, call: _Call, batch: Batch) -> None:
+        state = self._state()
+        try:
+            async with state.slots:
+                self._count(call, batch, +1)  # counted when it leaves, so a send answered 4xx counts too
+                results = await self._post(state.http, call, batch)
+        except _Recut:  # raises RequestTooLargeError if one item cannot fit the server's cap
+            self._count(call, batch, -1)  # a send refused for its size only is not one of the item's sends
+            smaller = cut(call.prepared, call.wire, batch.indices, batch_size=self.batch_size,
+                          max_bytes=self.max_request_bytes)
+            await asyncio.gather(*(self._send_batch(call, b) for b in smaller))
+            return
+        for i, result in zip(batch.indices, results, strict=True):
+            call.results[i] = result
 
-        batches = cut(prepared, items, indices, batch_size=self.batch_size, max_bytes=self.max_request_bytes)
-        await asyncio.gather(*(one(b) for b in batches))
+    def _count(self, call: _Call, batch: Batch, step: int) -> None:
+        self.stats.sends += step * len(batch.indices)
+        for i in batch.indices:
+            call.sends[i] += step
 
-    async def _send(self, url: str, prepared: Prepared, batch: Batch) -> httpx.Response:
-        headers = {"Content-Type": "application/json", "Content-Length": str(body_length(prepared, batch)),
+    async def _post(self, http: httpx.AsyncClient, call: _Call, batch: Batch) -> list[Result]:
+        """One send of one batch: its results, infrastructure results when the send failed, a raise on a 4xx."""
+        url = self.base_urls[next(self._next_url)] + "/v1/verify"
+        headers = {"Content-Type": "application/json", "Content-Length": str(body_length(call.prepared, batch)),
                    CLIENT_TIMEOUT_HEADER: f"{self.timeout_s:g}"}
-        return await asyncio.wait_for(
-            self._client().post(url, content=body(prepared, batch), headers=headers), self.timeout_s)
-
-    async def _post_batch(self, prepared: Prepared, batch: Batch,
-                          items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
-        """One batch, retried on infrastructure errors; 4xx raises; exhaustion gives infra results.
-
-        Returns the results and whether the server answered (False: retries ran out here)."""
-        last_error = "not sent"
-        n = len(batch.indices)
-        for attempt in range(self.max_retries + 1):
-            url = self.base_urls[next(self._next_url)] + "/v1/verify"
-            wait = self._backoff(attempt)
-            try:
-                response = await self._send(url, prepared, batch)
-            except TimeoutError:  # the outer limit of the whole send
-                last_error = f"no answer within timeout_s={self.timeout_s} from {url}"
-            except httpx.TransportError as exc:  # connect, read, write, protocol
-                last_error = f"{type(exc).__name__} from {url}: {exc}"
-            else:
-                if response.status_code == 200:
-                    results = _results(response)
-                    if results is None:
-                        last_error = f"{url} answered 200 without a valid results list: {response.text[:200]!r}"
-                    elif len(results) != n:
-                        last_error = f"{url} returned {len(results)} results for {n} items"
-                    else:
-                        return results, True
-                elif response.status_code in _RETRY_CODES:
-                    last_error = f"HTTP {response.status_code} from {url}: {response.text[:300]}"
-                    wait = max(wait, min(self.max_backoff_s, _retry_after(response)))
-                elif response.status_code == 413 and self._learn_caps(response, url, prepared, batch):
-                    raise _Recut()
-                else:
-                    raise _request_error(response)
-            if attempt < self.max_retries:
-                await asyncio.sleep(wait)
-        error = f"verifier unreachable after {self.max_retries + 1} attempts: {last_error}"
-        return [_infra_result(items[i], error) for i in batch.indices], False
+        try:
+            response = await asyncio.wait_for(
+                http.post(url, content=body(call.prepared, batch), headers=headers), self.timeout_s)
+        except TimeoutError:  # the outer limit of the whole send
+            return _failed(call, batch, f"no answer within timeout_s={self.timeout_s} from {url}")
+        except httpx.TransportError as exc:  # connect, read, write, protocol
+            return _failed(call, batch, f"{type(exc).__name__} from {url}: {exc}")
+        if response.status_code == 200:
+            results = _results(response, len(batch.indices))
+            if isinstance(results, str):
+                return _failed(call, batch, f"{url} {results}")
+            return results
+        if response.status_code in _RETRY_CODES:
+            call.retry_after_s = max(call.retry_after_s, _retry_after(response))
+            return _failed(call, batch, f"HTTP {response.status_code} from {url}: {response.text[:300]}")
+        if response.status_code == 413 and self._learn_caps(response, url, call.prepared, batch):
+            raise _Recut()
+        raise _request_error(response)
 
     def _learn_caps(self, response: httpx.Response, url: str, prepared: Prepared, batch: Batch) -> bool:
         """Adopts the caps a 413 tells when they are below this client's; True if ``batch`` (cut before
@@ -239,50 +327,29 @@ class VerifierClient:
     def _backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
 
-    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            coro.close()
-            raise RuntimeError("verify_sync() was called from a running event loop; use `await client.verify()`")
-        with self._lock:
-            if self._sync_loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="mucode-verifier-client", daemon=True)
-                thread.start()
-                self._sync_loop, self._sync_thread = loop, thread
-        return asyncio.run_coroutine_threadsafe(coro, self._sync_loop).result()
 
-    def _stop_sync_loop(self) -> None:
-        with self._lock:
-            loop, thread = self._sync_loop, self._sync_thread
-            self._sync_loop = self._sync_thread = None
-        if loop is None or thread is None:
-            return
-        client = self._clients.pop(loop, None)
-        if client is not None:
-            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=30)
-        loop.close()
+def _result(call: _Call, i: int) -> Result:
+    result = call.results[i]
+    if result is None:  # every index of a round gets a result; this is a bug guard, not a path
+        return Result.infra_failure(call.items[i].id, Status.verifier_error, "no result")
+    return result
 
 
-def _infra_result(item: dict[str, Any], error: str) -> dict[str, Any]:
-    return {"id": item.get("id"), "reward": 0.0, "status": "verifier_error", "details": {"error": error}}
+def _failed(call: _Call, batch: Batch, error: str) -> list[Result]:
+    """Infrastructure results for every item of a send that failed."""
+    return [Result.infra_failure(call.items[i].id, Status.verifier_error, f"no answer from the verifier: {error}")
+            for i in batch.indices]
 
 
-def _results(response: httpx.Response) -> list[dict[str, Any]] | None:
-    """The results of a 200 answer, or None when the body is not what the service sends (a proxy's page)."""
+def _results(response: httpx.Response, n: int) -> list[Result] | str:
+    """The results of a 200 answer, or what is wrong with it (e.g. a proxy's page instead of the service's)."""
     try:
-        results = response.json()["results"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(results, list) or not all(isinstance(r, dict) and "status" in r for r in results):
-        return None
+        results = VerifyResponse.model_validate_json(response.content).results
+    except (ValidationError, ValueError):
+        return f"answered 200 without a valid results list: {response.text[:200]!r}"
+    if len(results) != n:
+        return f"returned {len(results)} results for {n} items"
     return results
-
 
 def _retry_after(response: httpx.Response) -> float:
     """The server's ``Retry-After`` in seconds (0 when absent or not a number)."""

@@ -182,7 +182,7 @@ class Verifier:
         if not task.cancelled() and task.exception() is None:
             return task.result()
         self.metrics.items.labels(item.program, RewardStatus.verifier_error.value).inc()
-        return Result.infra(item.id, RewardStatus.verifier_error,
+        return Result.infra_failure(item.id, RewardStatus.verifier_error,
                             f"not scored within the request limit of {timeout_s} s (queueing included; "
                             "MUCODE_REQUEST_TIMEOUT_S): re-send it")
 
@@ -203,13 +203,13 @@ class Verifier:
             if result.id != item.id:
                 result = result.model_copy(update={"id": item.id})
         except UnknownProgramError as exc:
-            result = Result.infra(item.id, RewardStatus.verifier_error, str(exc))
+            result = Result.infra_failure(item.id, RewardStatus.verifier_error, str(exc))
         except asyncio.TimeoutError:
-            result = Result.infra(item.id, RewardStatus.verifier_error,
+            result = Result.infra_failure(item.id, RewardStatus.verifier_error,
                                   f"scoring took over item_timeout_s={self.settings.item_timeout_s} s")
         except Exception as exc:  # noqa: BLE001 - one broken item must not sink its batch
             logger.exception("reward program %r failed on item %r", item.program, item.id)
-            result = Result.infra(item.id, RewardStatus.verifier_error,
+            result = Result.infra_failure(item.id, RewardStatus.verifier_error,
                                   f"reward program {item.program!r} raised {type(exc).__name__}: {exc}"[:1000])
         finally:
             self._slots.release()

@@ -67,8 +67,7 @@ def test_unreachable_verifier_raises_instead_of_scoring_zero() -> None:
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    reward = VerifierReward(f"http://127.0.0.1:{port}")
-    reward.client.max_retries = 0
+    reward = VerifierReward(f"http://127.0.0.1:{port}", retries=0)
     with pytest.raises(VerifierUnavailableError):
         reward(prompts=["p"], completions=["\\boxed{1}"], solution=["1"])
     reward.close()

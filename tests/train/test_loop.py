@@ -103,7 +103,7 @@ def test_verifier_failures_are_retried_masked_and_counted(small_policy: Path, pl
     assert all(not s.masked and s.status in ("correct", "wrong_answer") for s in samples if s.sample_index != 0)
     assert result.summary["totals"]["verifier/masked"] == 6
     meta = store.meta["rollout"]
-    assert meta["verifier/masked"] == 6 and meta["verifier/resends"] == 6  # each retried once (max_retries=1)
+    assert meta["verifier/masked"] == 6 and meta["verifier/resends"] == 6  # each re-sent once (verifier.retries=1)
     rows = _rows(run_dir)
     assert all(r["batch/masked_responses"] == 2 and r["batch/responses"] == 6 for r in rows)
     # the masked responses are out of the loss: only the 6 scored responses count as responses

@@ -40,7 +40,7 @@ def run_overrides(policy: Path, data: Path, run_dir: Path, **extra: Any) -> list
         "train.tensorboard": False,
         "train.progress": False,
         "train.cpu_threads": 1,
-        "verifier.max_retries": 1,
+        "verifier.retries": 1,
     }
     values.update({k.replace("__", "."): v for k, v in extra.items()})
     return [f"{k}={v}" for k, v in values.items()]

@@ -1,14 +1,29 @@
-"""VerifierClient against a real service: batching, several URLs, retries on infrastructure errors only."""
+"""The client and its session against a real service: batching, several URLs, and the one retry layer.
+
+A crashing item (the service answers it with an infrastructure status every time, or the
+connection fails) must be sent exactly 1 + N times for ``retries=N``; the counts come back in
+``Scored.sends``, ``SendStats`` and the log. The sends are counted on the far side: by a reward
+program served by the real service (``create_app`` on loopback), and by a loopback server that
+counts the requests it refuses.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
-import time
+import threading
+from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 
+from mucode.rewards.registry import ProgramRegistry
 from mucode.verifier.client import VerifierClient, VerifierRequestError
+from mucode.verifier.core import Verifier
+from mucode.verifier.protocol import Item, Result, Status
+from mucode.verifier.session import VerifierSession, VerifierUnavailableError
+from mucode.verifier.settings import VerifierSettings
 
 
 def _dead_url() -> str:
@@ -22,59 +37,168 @@ def _items(n: int) -> list[dict]:
     return [{"id": str(i), "program": "math", "response": f"\\boxed{{{i % 3}}}", "spec": {"answer": "1"}} for i in range(n)]
 
 
-def test_batches_come_back_in_order(math_url: str) -> None:
-    client = VerifierClient(math_url, batch_size=3, max_concurrency=4)
+class CountingProgram:
+    """A reward program that counts how often each item reaches it; ``crash*`` ids always fail, with the
+    status named in the spec (as a broken sandbox or a failing judge would), the others are correct."""
+
+    name: ClassVar[str] = "counting"
+    needs: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self) -> None:
+        self.calls: dict[str | None, int] = {}
+
+    async def score(self, item: Item, ctx: object) -> Result:
+        self.calls[item.id] = self.calls.get(item.id, 0) + 1
+        if str(item.id).startswith("crash"):
+            if item.spec.get("raise"):
+                raise RuntimeError("the judge fell over")
+            return Result.infra_failure(item.id, Status(item.spec["status"]), "the sandbox crashed")
+        return Result(id=item.id, reward=1.0, status=Status.correct)
+
+
+@pytest.fixture(scope="module")
+def counting() -> Iterator[tuple[str, CountingProgram]]:
+    import uvicorn
+
+    from mucode.verifier.app import create_app
+
+    program = CountingProgram()
+    settings = VerifierSettings(backend="local", programs=["counting"], run_code=False, host="127.0.0.1", port=0)
+    app = create_app(verifier=Verifier(settings, registry=ProgramRegistry({"counting": program})))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the counting verifier did not start"
+        threading.Event().wait(0.02)
     try:
-        results = client.verify_sync(_items(20))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", program
     finally:
-        client.close()
-    assert [r["id"] for r in results] == [str(i) for i in range(20)]
-    assert [r["status"] for r in results] == ["correct" if i % 3 == 1 else "wrong_answer" for i in range(20)]
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+@pytest.mark.parametrize("retries", [0, 1, 3])
+@pytest.mark.parametrize("crash", [{"status": "sandbox_error"}, {"status": "verifier_error"}, {"raise": True}],
+                         ids=["sandbox_error", "verifier_error", "program_raises"])
+def test_a_crashing_item_is_sent_exactly_one_plus_retries_times(
+        counting: tuple[str, CountingProgram], retries: int, crash: dict, caplog: pytest.LogCaptureFixture) -> None:
+    url, program = counting
+    tag = f"{retries}-{'-'.join(map(str, crash.values()))}"
+    items = [Item(id=f"crash-{tag}", program="counting", response="x", spec=crash),
+             Item(id=f"fine-{tag}", program="counting", response="x")]
+    caplog.set_level(logging.INFO, logger="mucode.verifier.client")
+    with VerifierSession(url, retries=retries, backoff_s=0.01) as session:
+        scored = session.score(items)
+        stats = session.stats
+    assert program.calls[f"crash-{tag}"] == 1 + retries  # counted by the service's side
+    assert program.calls[f"fine-{tag}"] == 1  # a correct item is never re-sent
+    assert scored.sends == [1 + retries, 1] and scored.resends == retries
+    assert (stats.items, stats.sends, stats.resends, stats.failed) == (2, 2 + retries, retries, 1)
+    crashed, fine = scored.results
+    assert crashed.infra and crashed.details["sends"] == 1 + retries and fine.status is Status.correct
+    assert f"after {1 + retries} sends (1 + {retries} re-sends, retries={retries})" in caplog.text
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_a_failing_connection_is_sent_exactly_one_plus_retries_times(retries: int,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """A server that answers 503 to everything: every request is one send of the item, counted there."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    requests: list[bytes] = []
+
+    def refuse() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, rest = data.partition(b"\r\n\r\n")
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length")))
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                requests.append(rest)
+                conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbusy")
+
+    threading.Thread(target=refuse, daemon=True).start()
+    caplog.set_level(logging.INFO, logger="mucode.verifier.client")
+    try:
+        with VerifierSession(f"http://127.0.0.1:{server.getsockname()[1]}", retries=retries,
+                             backoff_s=0.01) as session:
+            (result,) = session.verify(_items(1))
+            stats = session.stats
+    finally:
+        server.close()
+    assert len(requests) == 1 + retries
+    assert all(b'"id":"0"' in body for body in requests)
+    assert result.status is Status.verifier_error and "HTTP 503" in result.error
+    assert result.details["sends"] == 1 + retries and stats.resends == retries
+    assert f"after {1 + retries} sends (1 + {retries} re-sends, retries={retries})" in caplog.text
+
+
+def test_no_resend_starts_after_the_retry_window(counting: tuple[str, CountingProgram]) -> None:
+    url, program = counting
+    with VerifierSession(url, retries=50, retry_window_s=0.0, backoff_s=0.01) as session:
+        scored = session.score([Item(id="crash-window", program="counting", response="x",
+                                     spec={"status": "sandbox_error"})])
+    assert program.calls["crash-window"] == 1 and scored.sends == [1]
+
+
+def test_strict_verify_raises_instead_of_returning_a_reward(counting: tuple[str, CountingProgram]) -> None:
+    url, _ = counting
+    with VerifierSession(url, retries=0) as session, pytest.raises(VerifierUnavailableError, match="crash-strict"):
+        session.verify([Item(id="crash-strict", program="counting", response="x", spec={"status": "sandbox_error"})],
+                       strict=True)
+
+
+def test_batches_come_back_in_order(math_url: str) -> None:
+    with VerifierSession(math_url, batch_size=3, max_concurrency=4) as session:
+        results = session.verify(_items(20))
+    assert [r.id for r in results] == [str(i) for i in range(20)]
+    assert [r.status for r in results] == ["correct" if i % 3 == 1 else "wrong_answer" for i in range(20)]
 
 
 def test_a_dead_url_is_retried_on_another(math_url: str) -> None:
-    client = VerifierClient([_dead_url(), math_url], batch_size=2, max_retries=3, backoff_s=0.01)
-    try:
-        results = client.verify_sync(_items(10))
-    finally:
-        client.close()
-    assert all(r["status"] in ("correct", "wrong_answer") for r in results)
-
-
-def test_unreachable_verifier_gives_infra_results_not_rewards() -> None:
-    client = VerifierClient(_dead_url(), max_retries=2, backoff_s=0.01)
-    t0 = time.perf_counter()
-    try:
-        results = client.verify_sync(_items(3))
-    finally:
-        client.close()
-    assert [r["status"] for r in results] == ["verifier_error"] * 3
-    assert all("after 3 attempts" in r["details"]["error"] for r in results)
-    assert time.perf_counter() - t0 < 10
+    with VerifierSession([_dead_url(), math_url], batch_size=2, retries=3, backoff_s=0.01) as session:
+        results = session.verify(_items(10))
+    assert all(r.status in ("correct", "wrong_answer") for r in results)
 
 
 def test_user_mistakes_raise_and_are_not_retried(math_url: str) -> None:
-    client = VerifierClient(math_url, max_retries=5, backoff_s=5.0)
     bad = [{"program": "math", "response": "x", "spec": {}}]
-    t0 = time.perf_counter()
-    with pytest.raises(VerifierRequestError, match=r"items\[0\]\.spec\.answer: Field required") as err:
-        client.verify_sync(bad)
-    client.close()
-    assert err.value.status_code == 422
-    assert time.perf_counter() - t0 < 5, "a 4xx must not be retried"
+    with VerifierSession(math_url, retries=5, backoff_s=5.0) as session:
+        with pytest.raises(VerifierRequestError, match=r"items\[0\]\.spec\.answer: Field required") as err:
+            session.verify(bad)
+        assert err.value.status_code == 422
+        assert session.stats.sends == 1, "a 4xx must not be retried"
+        with pytest.raises(VerifierRequestError, match=r"items\[0\]\.response: Field required"):
+            session.verify([{"program": "math", "spec": {"answer": 1}}])  # not an item: refused before sending
+        assert session.stats.sends == 1
 
 
-def test_async_use_and_sync_inside_a_loop_is_refused(math_url: str) -> None:
-    async def run() -> list[dict]:
+def test_async_use_and_blocking_inside_a_loop_is_refused(math_url: str) -> None:
+    async def run() -> list[Result]:
         client = VerifierClient(math_url + "/")
+        session = VerifierSession(math_url)
         try:
-            with pytest.raises(RuntimeError, match="await client.verify"):
-                client.verify_sync(_items(1))
+            with pytest.raises(RuntimeError, match="running event loop"):
+                session.verify(_items(1))
             return await client.verify(_items(4))
         finally:
             await client.aclose()
+            session.close()
 
-    assert [r["id"] for r in asyncio.run(run())] == ["0", "1", "2", "3"]
+    assert [r.id for r in asyncio.run(run())] == ["0", "1", "2", "3"]
 
 
 def test_bad_constructor_arguments() -> None:
@@ -93,17 +217,14 @@ def test_items_with_infrastructure_status_are_resent_alone() -> None:
     # item_timeout_s below the math limit: the slow item comes back verifier_error (infrastructure).
     with local_verifier("local", programs=["math"], run_code=False, math_workers=2, math_timeout_s=1.0,
                         item_timeout_s=0.3) as url:
-        client = VerifierClient(url, max_retries=2, backoff_s=0.01)
-        items = [{"id": "slow", "program": "math", "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "spec": {"answer": 1}},
-                 {"id": "fast", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}]
-        try:
-            results = client.verify_sync(items)
-        finally:
-            client.close()
+        with VerifierSession(url, retries=2, backoff_s=0.01) as session:
+            items = [{"id": "slow", "program": "math", "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "spec": {"answer": 1}},
+                     {"id": "fast", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}]
+            results = session.verify(items)
         metrics = httpx.get(f"{url}/metrics").text
 
-    assert [r["status"] for r in results] == ["verifier_error", "correct"]
-    assert "item_timeout_s" in results[0]["details"]["error"]
+    assert [r.status for r in results] == ["verifier_error", "correct"]
+    assert "item_timeout_s" in results[0].error
 
     def count(status: str) -> float:
         m = re.search(rf'^verifier_items_total\{{program="math",status="{status}"\}} (\S+)$', metrics, re.M)

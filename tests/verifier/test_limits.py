@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from mucode.verifier.client import VerifierClient
 from mucode.verifier.local import local_verifier
+from mucode.verifier.session import VerifierSession
 from mucode.verifier.settings import VerifierSettings
 
 ADD = {"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]}
@@ -132,13 +132,13 @@ def test_the_service_answers_before_the_client_gives_up() -> None:
     for the unfinished item, instead of working on for a client that has already re-sent it."""
     with local_verifier("local", programs=["code"], run_code=False,
                         backend_options={"slots": 1, "uid_base": 63400}) as url:
-        client = VerifierClient(url, timeout_s=10, max_retries=0)
+        client = VerifierSession(url, timeout_s=10, retries=0)
         try:
-            (result,) = client.verify_sync([_code("spin", SPIN)])
+            (result,) = client.verify([_code("spin", SPIN)])
         finally:
             client.close()
-    assert result["status"] == "verifier_error"
-    assert "not scored within the request limit of 8.0 s" in result["details"]["error"], result
+    assert result.status == "verifier_error"
+    assert "not scored within the request limit of 8.0 s" in result.details["error"], result
 
 
 def test_every_client_send_has_an_outer_limit() -> None:
@@ -161,15 +161,15 @@ def test_every_client_send_has_an_outer_limit() -> None:
 
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
-    client = VerifierClient(f"http://127.0.0.1:{server.getsockname()[1]}", timeout_s=1.5, max_retries=0)
+    client = VerifierSession(f"http://127.0.0.1:{server.getsockname()[1]}", timeout_s=1.5, retries=0)
     try:
-        (result,) = client.verify_sync([{"id": "x", "program": "math", "response": "1", "spec": {"answer": 1}}])
+        (result,) = client.verify([{"id": "x", "program": "math", "response": "1", "spec": {"answer": 1}}])
     finally:
         client.close()
         stop.set()
         server.close()
-    assert result["status"] == "verifier_error"
-    assert "no answer within timeout_s=1.5" in result["details"]["error"]
+    assert result.status == "verifier_error"
+    assert "no answer within timeout_s=1.5" in result.details["error"]
 
 
 def test_a_200_that_is_not_the_services_answer_is_an_infrastructure_error() -> None:
@@ -189,15 +189,15 @@ def test_a_200_that_is_not_the_services_answer_is_an_infrastructure_error() -> N
 
     thread = threading.Thread(target=answer, daemon=True)
     thread.start()
-    client = VerifierClient(f"http://127.0.0.1:{server.getsockname()[1]}", max_retries=1, backoff_s=0.01)
+    client = VerifierSession(f"http://127.0.0.1:{server.getsockname()[1]}", retries=1, backoff_s=0.01)
     try:
-        (result,) = client.verify_sync([{"id": "x", "program": "math", "response": "1", "spec": {"answer": 1}}])
+        (result,) = client.verify([{"id": "x", "program": "math", "response": "1", "spec": {"answer": 1}}])
     finally:
         client.close()
         server.close()
-    assert result["status"] == "verifier_error"
-    assert "after 2 attempts" in result["details"]["error"]
-    assert "without a valid results list" in result["details"]["error"]
+    assert result.status == "verifier_error"
+    assert result.details["sends"] == 2  # 1 + retries=1
+    assert "without a valid results list" in result.details["error"]
 
 
 MALFORMED_ITEMS = [

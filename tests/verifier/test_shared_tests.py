@@ -17,9 +17,10 @@ import httpx
 import pytest
 
 from mucode.verifier.batching import body_length, cut, prepare
-from mucode.verifier.client import RequestTooLargeError, VerifierClient
+from mucode.verifier.client import RequestTooLargeError
 from mucode.verifier.local import local_verifier
-from mucode.verifier.schemas import _SHARED_EXAMPLE, _SHARED_KEY, _SHARED_TESTS
+from mucode.verifier.protocol import _SHARED_EXAMPLE, _SHARED_KEY, _SHARED_TESTS
+from mucode.verifier.session import VerifierSession
 from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES, canonical_json, digest_of
 
 CORRECT = "```python\nimport sys\nprint(len(sys.stdin.read().strip()))\n```"
@@ -60,15 +61,15 @@ def test_ten_megabytes_of_tests_times_eight_samples_in_one_request(code_url: str
     assert inlined > DEFAULT_MAX_REQUEST_BYTES, "the problem must be too large to send inlined"
 
     before = _requests(code_url, "200")
-    client = VerifierClient(code_url, max_retries=0)
+    client = VerifierSession(code_url, retries=0)
     try:
-        results = client.verify_sync(items)
+        results = client.verify(items)
     finally:
         client.close()
 
-    assert [r["id"] for r in results] == [f"s{k}" for k in range(8)]
-    assert [r["status"] for r in results] == ["correct" if k in (2, 5) else "wrong_answer" for k in range(8)]
-    assert len(results[2]["details"]["tests"]) == 12  # the correct samples really ran every test
+    assert [r.id for r in results] == [f"s{k}" for k in range(8)]
+    assert [r.status for r in results] == ["correct" if k in (2, 5) else "wrong_answer" for k in range(8)]
+    assert len(results[2].details["tests"]) == 12  # the correct samples really ran every test
     assert _requests(code_url, "200") - before == 1  # one request of ~12 MB carried all 8 samples
     assert _requests(code_url, "413") == 0
 
@@ -79,13 +80,13 @@ def test_problems_over_the_default_cap_together_split_by_bytes(code_url: str) ->
     problems = [_big_tests(12 * 1024 * 1024, 12, salt=c) for c in "abcdef"]
     items = [_code(f"p{p}s{s}", CORRECT if (p, s) == (3, 1) else WRONG, problems[p]) for s in range(3) for p in range(6)]
     before = _requests(code_url, "200")
-    client = VerifierClient(code_url, max_retries=0)
+    client = VerifierSession(code_url, retries=0)
     try:
-        results = client.verify_sync(items)
+        results = client.verify(items)
     finally:
         client.close()
-    assert [r["id"] for r in results] == [it["id"] for it in items]
-    assert [r["status"] for r in results] == [
+    assert [r.id for r in results] == [it["id"] for it in items]
+    assert [r.status for r in results] == [
         "correct" if (p, s) == (3, 1) else "wrong_answer" for s in range(3) for p in range(6)]
     assert _requests(code_url, "200") - before == 2
     assert _requests(code_url, "413") == 0
@@ -96,13 +97,13 @@ def test_interleaved_problems_far_over_the_cap_split_in_order(code_url: str) -> 
     items = [_code(f"p{p}s{s}", CORRECT if (p + s) % 2 else WRONG, problems[p]) for s in range(3) for p in range(4)]
     cap = 1_500_000  # one problem's tests fit in a request, two do not; all 12 items need >12 MB inlined
     before = _requests(code_url, "200")
-    client = VerifierClient(code_url, max_request_bytes=cap, max_retries=0)
+    client = VerifierSession(code_url, max_request_bytes=cap, retries=0)
     try:
-        results = client.verify_sync(items)
+        results = client.verify(items)
     finally:
         client.close()
-    assert [r["id"] for r in results] == [it["id"] for it in items]
-    assert [r["status"] for r in results] == [
+    assert [r.id for r in results] == [it["id"] for it in items]
+    assert [r.status for r in results] == [
         "correct" if (p + s) % 2 else "wrong_answer" for s in range(3) for p in range(4)]
     assert _requests(code_url, "200") - before == 4  # one request per problem: each test set sent once
 
@@ -117,13 +118,13 @@ def test_math_batch_far_over_the_cap_is_cut_by_bytes(math_url: str) -> None:
     items = [{"id": str(i), "program": "math", "response": "x" * 10_000 + f"\\boxed{{{i % 3}}}",
               "spec": {"answer": "1"}} for i in range(60)]
     before = _requests(math_url, "200")
-    client = VerifierClient(math_url, max_request_bytes=200_000, max_retries=0)
+    client = VerifierSession(math_url, max_request_bytes=200_000, retries=0)
     try:
-        results = client.verify_sync(items)
+        results = client.verify(items)
     finally:
         client.close()
-    assert [r["id"] for r in results] == [str(i) for i in range(60)]
-    assert [r["status"] for r in results] == ["correct" if i % 3 == 1 else "wrong_answer" for i in range(60)]
+    assert [r.id for r in results] == [str(i) for i in range(60)]
+    assert [r.status for r in results] == ["correct" if i % 3 == 1 else "wrong_answer" for i in range(60)]
     assert _requests(math_url, "200") - before >= 4
 
 
@@ -131,12 +132,12 @@ def test_an_item_too_large_for_any_request_raises_before_sending() -> None:
     with socket.socket() as s:  # a port nobody listens on: sending anything would give verifier_error
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
-    client = VerifierClient(url, max_request_bytes=1_000_000, max_retries=0)
+    client = VerifierSession(url, max_request_bytes=1_000_000, retries=0)
     items = [_code("ok", WRONG, _big_tests(10_000, 2)), _code("huge", WRONG, _big_tests(2_000_000, 2))]
     try:
         with pytest.raises(RequestTooLargeError, match=r"item 1 \(id 'huge'\).*over the request cap of 1000000 "
                                                        r"bytes: raise MUCODE_MAX_REQUEST_BYTES.*max_request_bytes"):
-            client.verify_sync(items)
+            client.verify(items)
     finally:
         client.close()
 
@@ -190,18 +191,20 @@ def test_the_client_learns_smaller_caps_from_a_413(math_url: str) -> None:
     items = [{"id": str(i), "program": "math", "response": "y" * 5_000 + f"\\boxed{{{i % 2}}}",
               "spec": {"answer": "1"}} for i in range(130)]
     small = [{**item, "response": f"\\boxed{{{i % 2}}}"} for i, item in enumerate(items)]
-    client = VerifierClient(math_url, max_retries=0)
+    session = VerifierSession(math_url, retries=0)
+    client = session.client
     assert (client.batch_size, client.max_request_bytes) == (64, DEFAULT_MAX_REQUEST_BYTES)
     try:
-        results = client.verify_sync(items)  # ~650 kB in batches of 64: over the bytes cap
+        results = session.verify(items)  # ~650 kB in batches of 64: over the bytes cap
         assert (client.batch_size, client.max_request_bytes) == (64, 200_000)
-        results_small = client.verify_sync(small)  # 64 small items: over the items cap
+        results_small = session.verify(small)  # 64 small items: over the items cap
         assert (client.batch_size, client.max_request_bytes) == (50, 200_000)
     finally:
-        client.close()
+        session.close()
     for got in (results, results_small):
-        assert [r["id"] for r in got] == [str(i) for i in range(130)]
-        assert [r["status"] for r in got] == ["correct" if i % 2 else "wrong_answer" for i in range(130)]
+        assert [r.id for r in got] == [str(i) for i in range(130)]
+        assert [r.status for r in got] == ["correct" if i % 2 else "wrong_answer" for i in range(130)]
+    assert session.stats.sends == 260  # the sends refused with a 413 (cut again) are not counted as the items'
 
 
 class _Spec:

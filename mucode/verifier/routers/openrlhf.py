@@ -5,7 +5,7 @@ OpenRLHF (``--remote_rm_url http://host:8000/openrlhf/reward``) posts ``{"query"
 ``labels`` the data set's label column — and reads ``rewards`` (and ``scores``, ``extra_logs``) back.
 
 Each sample becomes a mucode item: the response is ``query`` without its leading ``prompt``; the label
-decides the program, by the rules of verl's adapter (``mucode.verifier.verl_reward.to_item``): JSON
+decides the program, by the rules the verl and TRL adapters share (``mucode.verifier.samples.to_item``): JSON
 ``{"program", "spec"}`` is used as is, JSON with ``tests`` (or verl's ``inputs``/``outputs``) is a code
 item, anything else is a math answer. So one OpenRLHF data set may mix math and code.
 
@@ -21,13 +21,13 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from mucode.rewards.types import INFRA_STATUSES, Item, RewardStatus
 from mucode.verifier.deps import Authorized, VerifierDep
+from mucode.verifier.protocol import ErrorResponse, Item, Status, VerifyRequest
 from mucode.verifier.routers.verify import score_request
-from mucode.verifier.schemas import ErrorResponse, VerifyRequest
-from mucode.verifier.verl_reward import to_item
+from mucode.verifier.samples import to_item
 
 router = APIRouter(tags=["openrlhf"])
+
 
 class OpenRLHFRequest(BaseModel):
     """What OpenRLHF's remote reward client sends (``metas`` and other extra fields are ignored)."""
@@ -57,7 +57,7 @@ def _items(request: OpenRLHFRequest) -> list[Item]:
     for i, (query, label) in enumerate(zip(request.query, request.labels, strict=True)):
         prompt = request.prompts[i] if request.prompts else ""
         response = query[len(prompt):] if prompt and query.startswith(prompt) else query
-        items.append(Item.model_validate(to_item("openrlhf", response, label, {"index": i})))
+        items.append(to_item("openrlhf", response, label, {"index": i}))
     return items
 
 
@@ -70,12 +70,12 @@ async def openrlhf_reward(
 ) -> OpenRLHFResponse:
     """Scores OpenRLHF samples; rewards in the order of ``query``."""
     results = await score_request(VerifyRequest(items=_items(request)), verifier, x_mucode_timeout_s)
-    failed = [(i, r) for i, r in enumerate(results) if r.status in INFRA_STATUSES]
+    failed = [(i, r) for i, r in enumerate(results) if r.infra]
     if failed:
         i, r = failed[0]
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=(
             f"{len(failed)} of {len(results)} samples could not be scored (sample {i}: {r.status}: "
-            f"{r.details.get('error')}); retry later — a 0 here would train on it as a wrong answer"))
+            f"{r.error}); retry later — a 0 here would train on it as a wrong answer"))
     rewards = [float(r.reward) for r in results]
     return OpenRLHFResponse(rewards=rewards, scores=rewards,
-                            extra_logs={"correct": [float(r.status is RewardStatus.correct) for r in results]})
+                            extra_logs={"correct": [float(r.status is Status.correct) for r in results]})

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Header, HTTPException, status
 
 from mucode.verifier.core import QueueFullError, Verifier
 from mucode.verifier.deps import Authorized, VerifierDep
-from mucode.verifier.schemas import ErrorResponse, VerifyRequest, VerifyResponse
+from mucode.verifier.protocol import ErrorResponse, Result, VerifyRequest, VerifyResponse
 from mucode.verifier.text import text_problems
 from mucode.verifier.wire import MAX_ITEMS_HEADER, answer_within, resolve_test_sets
 
@@ -36,8 +36,7 @@ def _check(request: VerifyRequest, verifier: Verifier) -> HTTPException | None:
     """Every check that reads the whole request (CPU-bound on megabytes of tests: runs in a thread)."""
     text = text_problems(request.test_sets, "test_sets")
     for i, item in enumerate(request.items):
-        text += text_problems({"id": item.id, "program": item.program, "response": item.response,
-                               "spec": item.spec, **(item.model_extra or {})}, f"items[{i}]")
+        text += text_problems(item.wire(), f"items[{i}]")
     if text:
         return _unprocessable("invalid text", text)
     refs = resolve_test_sets(request.items, request.test_sets)
@@ -68,7 +67,7 @@ async def verify(
     return VerifyResponse(results=results)
 
 
-async def score_request(request: VerifyRequest, verifier: Verifier, client_timeout_s: float | None) -> list[Any]:
+async def score_request(request: VerifyRequest, verifier: Verifier, client_timeout_s: float | None) -> list[Result]:
     """Every check, then the scoring, of a verify request; raises the HTTP errors described above.
 
     Shared by the routes that speak other frameworks' formats (``openrlhf``), so they keep the same
