@@ -109,8 +109,9 @@ class DataConfig(_Section):
 
 
 class RolloutConfig(_Section):
-    engine: Literal["hf", "vllm", "dummy"] = "hf"
-    """Inference engine: `vllm` on GPUs, `hf` (transformers) anywhere, `dummy` (random tokens, no model; benches)."""
+    engine: str = "hf"
+    """Inference engine: `vllm` on GPUs, `hf` (transformers) anywhere, `dummy` (random tokens, no model;
+    benches), or a plug-in of the `mucode.engines` entry-point group."""
     temperature: float = Field(1.0, gt=0)
     """Sampling temperature; behaviour log-probs are taken at this temperature."""
     top_p: float = Field(1.0, gt=0, le=1)
@@ -130,6 +131,13 @@ class RolloutConfig(_Section):
     state steps aside to host memory while it runs, so 0.9 fits."""
     seed: int = 0
     """Sampling seed (offset by the stage index)."""
+
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        from mucode.rollout.factory import ENGINES
+
+        return ENGINES.validate(name)
 
 
 class AlgoConfig(_Section):

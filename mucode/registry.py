@@ -9,7 +9,10 @@ benchmarks are all ``Registry`` instances, so they behave the same way:
 - a registry built with ``entry_point_group`` also holds what installed packages declare under that
   group (``[project.entry-points."GROUP"]``), loaded on first use. An entry point names the item
   itself or a class, instantiated with no arguments. A plug-in that fails to import raises, naming
-  its package: a registry silently missing a name would only fail later.
+  its package (at every lookup until fixed): a registry silently missing a name would only fail
+  later. Two packages declaring the same name raise :class:`DuplicateNameError` naming both;
+  mucode's own metadata may declare its built-ins too. :meth:`Registry.refresh` forgets loaded
+  plug-ins so the entry points are read again.
 
 Config fields that name registered things are checked with :meth:`Registry.validate` at load time.
 """
@@ -53,6 +56,7 @@ class Registry(Generic[T]):
         self.entry_point_group = entry_point_group
         self._adapt = adapt
         self._items: dict[str, T] = {}
+        self._plugin_dists: dict[str, str] = {}  # plug-in name → the package that declared it
         self._plugins_loaded = entry_point_group is None
 
     def register(self, name: str, item: T) -> T:
@@ -90,6 +94,14 @@ class Registry(Generic[T]):
         self._load_plugins()
         return sorted(self._items.items())
 
+    def refresh(self) -> None:
+        """Forget the plug-ins loaded so far; the next lookup reads the entry points again (after a
+        package was installed or removed in a running process)."""
+        for name in self._plugin_dists:
+            self._items.pop(name, None)
+        self._plugin_dists.clear()
+        self._plugins_loaded = self.entry_point_group is None
+
     def __contains__(self, name: object) -> bool:
         self._load_plugins()
         return name in self._items
@@ -116,15 +128,23 @@ class Registry(Generic[T]):
         self._plugins_loaded = True  # set first: a plug-in importing mucode must not recurse
         assert self.entry_point_group is not None
         for ep in importlib.metadata.entry_points(group=self.entry_point_group):
-            if ep.name in self._items:
-                continue  # a built-in declared in mucode's own metadata too
             dist = getattr(ep.dist, "name", "?")
+            if ep.name in self._items:
+                if dist == "mucode" or self._plugin_dists.get(ep.name) == dist:
+                    continue  # a built-in declared in mucode's own metadata too, or seen on a retry
+                self._plugins_loaded = False
+                raise DuplicateNameError(
+                    f"{self.kind} {ep.name!r} of package {dist!r} is already registered "
+                    f"(by {self._plugin_dists.get(ep.name, 'mucode')!r}); uninstall one of them"
+                )
             try:
                 loaded = ep.load()
                 item = self._adapt(loaded) if self._adapt else (loaded() if isinstance(loaded, type) else loaded)
             except Exception as exc:
+                self._plugins_loaded = False  # every lookup raises until the package is fixed
                 raise PluginLoadError(
                     f"could not load {self.kind} {ep.name!r} ({ep.value}) from package {dist!r}: {exc!r}; "
                     f"fix or uninstall that package"
                 ) from exc
             self._items[ep.name] = item
+            self._plugin_dists[ep.name] = dist

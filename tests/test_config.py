@@ -185,3 +185,18 @@ def test_code_task_takes_the_code_batch_unless_overridden() -> None:
     assert load_config("tiny", ["data.task=code"]).batch.prompts_per_update == 8  # the file sets it
     assert load_config(None, ["data.task=math"]).batch.prompts_per_update == 32
     assert batch_plan(load_config(None, ["data.task=code"]))["prompts_per_stage (B_train)"] == 16 * 1024
+
+
+@pytest.mark.parametrize(("yaml_text", "needle"), [
+    ("algo:\n  objective: sgd\n", "algo.objective: unknown objective 'sgd'; valid names: grpo, m2po, mu_grpo"),
+    ("rollout:\n  engine: sglang\n", "rollout.engine: unknown rollout engine 'sglang'; valid names: dummy, hf, vllm"),
+    ("algo:\n  objective: grpo\n  params:\n    ratio_upper: 5\n",
+     "ratio_upper: not a parameter of algo.objective=grpo (GRPOParams); its parameters: aggregation"),
+])
+def test_unknown_names_in_a_yaml_file_are_one_line_listing_the_valid_ones(tmp_path, yaml_text: str,
+                                                                         needle: str) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert needle in str(err.value) and "\n" not in str(err.value)

@@ -1,29 +1,49 @@
-"""``make_engine``: build a rollout engine by name from a registry."""
+"""``make_engine``: build a rollout engine by name from the :data:`ENGINES` registry.
+
+Built-ins: ``hf``, ``vllm``, ``dummy``. A plug-in package adds one under the ``mucode.engines``
+entry-point group, naming a builder ``fn(model_path, **settings) -> RolloutEngine`` (the settings
+are :func:`make_engine`'s keywords; accept ``**options`` for the ones you ignore)::
+
+    [project.entry-points."mucode.engines"]
+    my_engine = "my_package.engine:build"
+
+after which ``rollout.engine=my_engine`` selects it (the config validates the name at load time).
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, cast
 
 from mucode.assets import resolve_model_path
+from mucode.registry import Registry
 from mucode.rollout.types import RolloutEngine
+
+__all__ = ["ENGINES", "ENTRY_POINT_GROUP", "EngineBuilder", "make_engine", "register_engine"]
 
 logger = logging.getLogger(__name__)
 
-EngineName = Literal["hf", "vllm", "dummy"]
+ENTRY_POINT_GROUP = "mucode.engines"
 EngineBuilder = Callable[..., RolloutEngine]
-ENGINES: dict[str, EngineBuilder] = {}
+
+
+def _as_builder(loaded: object) -> EngineBuilder:
+    """An entry point's object as an engine builder (the callable itself: it is called per engine)."""
+    if not callable(loaded):
+        raise TypeError(f"expected a builder fn(model_path, **settings) -> RolloutEngine, got {type(loaded).__name__}")
+    return cast(EngineBuilder, loaded)
+
+
+ENGINES: Registry[EngineBuilder] = Registry("rollout engine", entry_point_group=ENTRY_POINT_GROUP, adapt=_as_builder)
+"""Rollout engine builders by name: the built-ins and what installed packages declare."""
 
 
 def register_engine(name: str) -> Callable[[EngineBuilder], EngineBuilder]:
     """Register an engine builder ``fn(model_path, **settings) -> RolloutEngine``; duplicates raise."""
 
     def decorate(fn: EngineBuilder) -> EngineBuilder:
-        if name in ENGINES:
-            raise ValueError(f"rollout engine {name!r} is already registered")
-        ENGINES[name] = fn
-        return fn
+        return ENGINES.register(name, fn)
 
     return decorate
 
@@ -72,7 +92,7 @@ def _build_dummy(model_path: str, *, top_p: float, top_k: int, dtype: str, devic
 
 
 def make_engine(
-    name: EngineName | str,
+    name: str,
     model_path: str,
     *,
     temperature: float = 1.0,
@@ -95,10 +115,7 @@ def make_engine(
     auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16. ``extra`` goes to the engine
     (hf: ``stop_token_ids``; vllm: ``max_model_len``, ``enforce_eager``, ``engine_kwargs``).
     """
-    try:
-        build = ENGINES[name]
-    except KeyError:
-        raise ValueError(f"unknown rollout engine {name!r}; valid: {sorted(ENGINES)}") from None
+    build = ENGINES.get(name)  # UnknownNameError lists the valid names
     return build(
         model_path,
         temperature=temperature,
