@@ -33,6 +33,8 @@ from pathlib import Path
 
 import httpx
 
+from mucode.verifier.protocol import INFRA_STATUSES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 ADD = "def add(a, b):\n    return a + b\n"
@@ -70,7 +72,7 @@ HOSTILE = [
                           "got = b''\nwhile len(got) < 2:\n    got += os.read(r, 2)\nprint(2)\n", _STDIO),
     ("memory bomb", "x = []\nwhile True:\n    x.append(bytearray(16 << 20))\n", _STDIO),
 ]
-INFRA = {"sandbox_error", "verifier_error"}
+INFRA = INFRA_STATUSES
 
 
 def item(i: int, program: str, tests: dict) -> dict:

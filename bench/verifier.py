@@ -88,7 +88,7 @@ async def bench_http(url: str, pid: int, items: list[dict], warmup: list[dict], 
     from mucode.verifier.client import VerifierClient
     from mucode.verifier.loadtest import cpu_s
 
-    client = VerifierClient(url, batch_size=batch, max_concurrency=concurrency, max_retries=0)
+    client = VerifierClient(url, batch_size=batch, max_concurrency=concurrency, retries=0)
     try:
         await client.verify(warmup)
         t0, c0 = time.perf_counter(), cpu_s(pid)
@@ -98,7 +98,7 @@ async def bench_http(url: str, pid: int, items: list[dict], warmup: list[dict], 
         await client.aclose()
     counts: dict[str, int] = {}
     for r in results:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
+        counts[r.status.value] = counts.get(r.status.value, 0) + 1
     return len(items) / wall, 1000 * cpu / len(items), counts
 
 
@@ -156,8 +156,8 @@ def bench_big_tests(mb: float, samples: int, backend: str, backend_options: dict
     import re
     import tracemalloc
 
-    from mucode.verifier.client import VerifierClient
     from mucode.verifier.loadtest import cpu_s
+    from mucode.verifier.session import VerifierSession
     from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES, canonical_json
 
     n_tests = 12
@@ -176,11 +176,11 @@ def bench_big_tests(mb: float, samples: int, backend: str, backend_options: dict
 
     try:
         before, c0 = sent(), cpu_s(service.proc.pid)
-        client = VerifierClient(service.url, max_retries=0)
+        client = VerifierSession(service.url, retries=0)
         tracemalloc.start()
         t0 = time.perf_counter()
         try:
-            results = client.verify_sync(items)
+            results = client.verify(items)
         finally:
             wall = time.perf_counter() - t0
             peak = tracemalloc.get_traced_memory()[1]
@@ -189,7 +189,7 @@ def bench_big_tests(mb: float, samples: int, backend: str, backend_options: dict
         requests, cpu = sent() - before, cpu_s(service.proc.pid) - c0
     finally:
         service.close()
-    statuses = [r["status"] for r in results]
+    statuses = [r.status.value for r in results]
     print(f"\n| test set | samples | inlined request | cap | requests sent | wall s | service CPU s | "
           f"client peak MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n"
           f"| {set_mb:.1f} MB | {samples} | {inlined_mb:.1f} MB | {DEFAULT_MAX_REQUEST_BYTES / 2**20:.0f} MiB | "

@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mucode.verifier.protocol import Status
+
 __all__ = ["MathOutcome", "MathWorkerPool"]
 
 logger = logging.getLogger(__name__)
@@ -142,7 +144,7 @@ class MathWorkerPool:
             await self._cond.wait_for(lambda: self._closed or self._pick() is not None)
             worker = self._pick()
             if worker is None:  # closed while waiting
-                _resolve(job, "verifier_error", {"error": "the math worker pool was closed"})
+                _resolve(job, Status.verifier_error.value, {"error": "the math worker pool was closed"})
                 return
             if not worker.inflight:
                 job.started = time.perf_counter()
@@ -163,7 +165,7 @@ class MathWorkerPool:
             else:
                 error = f"math worker exited (code {worker.process.returncode}) mid-item"
             if not line:
-                await self._retire(worker, "verifier_error", {"error": error})
+                await self._retire(worker, Status.verifier_error.value, {"error": error})
                 return
             job = worker.inflight.popleft() if worker.inflight else None
             now = time.perf_counter()
@@ -174,7 +176,7 @@ class MathWorkerPool:
                     reply = json.loads(line)
                     status, details = str(reply["status"]), dict(reply["details"])
                 except (ValueError, KeyError, TypeError) as exc:
-                    status, details = "verifier_error", {"error": f"bad reply from a math worker: {exc!r}"}
+                    status, details = Status.verifier_error.value, {"error": f"bad reply from a math worker: {exc!r}"}
                 _resolve(job, status, details, now - (job.started or now))
             await self._notify()
 
@@ -242,7 +244,7 @@ class MathWorkerPool:
 
     def _fail_all(self, worker: _Worker, error: str) -> None:
         while worker.inflight:
-            _resolve(worker.inflight.popleft(), "verifier_error", {"error": error})
+            _resolve(worker.inflight.popleft(), Status.verifier_error.value, {"error": error})
 
     async def _spawn(self) -> _Worker:
         process = await asyncio.create_subprocess_exec(

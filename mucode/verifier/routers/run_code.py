@@ -69,13 +69,13 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
     try:
         outcome = await asyncio.wait_for(_run_in_slot(verifier, sandbox, run), limit)
     except TimeoutError:
-        verifier.metrics.items.labels("run_code", "sandbox_error").inc()
+        verifier.metrics.items.labels("run_code", Verdict.sandbox_error.value).inc()
         raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, detail=(
             f"the run did not finish within the request limit of {limit} s (queueing included; "
             "MUCODE_REQUEST_TIMEOUT_S): the sandbox is overloaded or stuck, retry later"),
             headers={"Retry-After": str(verifier.settings.retry_after_s)}) from None
     except Exception as exc:  # noqa: BLE001 - infrastructure: SandboxFusion's SandboxError
-        verifier.metrics.items.labels("run_code", "sandbox_error").inc()
+        verifier.metrics.items.labels("run_code", Verdict.sandbox_error.value).inc()
         return RunCodeResponse(status="SandboxError", message=f"sandbox backend failed: {exc!r}"[:1000])
     finally:
         verifier.release(1)
