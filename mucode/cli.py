@@ -12,8 +12,6 @@ import importlib
 import importlib.metadata
 import json
 import platform
-import shutil
-import subprocess
 import sys
 from typing import Annotated, Any
 
@@ -21,6 +19,7 @@ import typer
 import yaml
 from typer.core import TyperGroup
 
+from mucode import logs
 from mucode.config import ConfigError, MucodeConfig, batch_plan, load_config, preset_names
 
 
@@ -42,7 +41,8 @@ class OneLineUsageErrors(TyperGroup):
 app = typer.Typer(
     cls=OneLineUsageErrors,
     name="mucode",
-    help="μ-GRPO: staged, highly off-policy GRPO for code and math with verifiable rewards.",
+    help="μ-GRPO: staged, highly off-policy GRPO for code and math with verifiable rewards.\n\n"
+    "Log records go to standard error: INFO and up by default, DEBUG too with -v, warnings only with -q.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -56,9 +56,19 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                                help="Print mucode's version and exit.")] = False) -> None:
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print mucode's version and exit.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log DEBUG records too (default: INFO and up, "
+                                          "e.g. rows a data set dropped).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log warnings and errors only.")] = False,
+) -> None:
     """μ-GRPO: staged, highly off-policy GRPO for code and math with verifiable rewards."""
+    try:
+        level = logs.level_for(verbose, quiet)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    logs.configure(level)
 
 
 config_app = typer.Typer(help="Inspect the resolved configuration.", no_args_is_help=True, cls=OneLineUsageErrors)
@@ -169,15 +179,16 @@ def _version(dist: str) -> str:
 
 
 def _docker_version() -> str:
-    if shutil.which("docker") is None:
-        return "not installed"
+    """Through the Docker SDK, as the docker sandbox backend reaches the engine (no CLI needed)."""
+    from mucode.sandbox.docker_engine import DockerError, Engine
+
+    engine = Engine(timeout_s=10)
     try:
-        out = subprocess.run(
-            ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True, timeout=10
-        )
-    except subprocess.TimeoutExpired:
-        return "client installed; engine not answering"
-    return out.stdout.strip() if out.returncode == 0 else "client installed; engine not running"
+        return engine.server_version()
+    except DockerError:
+        return "not reachable (start it: bash scripts/docker_setup.sh, or set DOCKER_HOST)"
+    finally:
+        engine.close()
 
 
 def _accelerators() -> str:

@@ -111,6 +111,13 @@ class Engine:
         """The negotiated API version (connects if needed; blocking)."""
         return str(self._connect().api.api_version)
 
+    def server_version(self) -> str:
+        """The engine's version, e.g. ``20.10.24+dfsg1`` (blocking; raises DockerError if unreachable)."""
+        try:
+            return str(self._connect().version().get("Version", "unknown"))
+        except docker.errors.DockerException as exc:
+            raise DockerError(f"docker version failed: {exc}") from None
+
     async def check_image(self, image: str) -> None:
         try:
             await self.call("image inspect", lambda c: c.images.get(image))
