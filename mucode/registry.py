@@ -20,7 +20,7 @@ Config fields that name registered things are checked with :meth:`Registry.valid
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -47,14 +47,16 @@ class Registry(Generic[T]):
     """Maps names to items of one type; ``kind`` names the items in error messages.
 
     ``entry_point_group`` adds the items installed packages declare under that group; ``adapt``
-    turns a loaded entry-point object into an item (default: call a class with no arguments).
+    turns a loaded entry-point object into an item (default: call a class with no arguments);
+    ``select`` loads only the entry points of those names (the others are never imported).
     """
 
     def __init__(self, kind: str, *, entry_point_group: str | None = None,
-                 adapt: Callable[[object], T] | None = None) -> None:
+                 adapt: Callable[[object], T] | None = None, select: Collection[str] | None = None) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
         self._adapt = adapt
+        self._select = None if select is None else frozenset(select)
         self._items: dict[str, T] = {}
         self._plugin_dists: dict[str, str] = {}  # plug-in name → the package that declared it
         self._plugins_loaded = entry_point_group is None
@@ -77,7 +79,7 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise UnknownNameError(self._unknown_message(name)) from None
+            raise self.unknown(name) from None
 
     def validate(self, name: str) -> str:
         """``name`` itself if registered (for config validators); raises :class:`UnknownNameError`."""
@@ -116,11 +118,12 @@ class Registry(Generic[T]):
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {len(self._items)} items)"
 
-    def _unknown_message(self, name: str) -> str:
-        valid = ", ".join(sorted(self._items)) or "(none registered)"
+    def unknown(self, name: str, valid: Iterable[str] | None = None) -> UnknownNameError:
+        """The error for a lookup of ``name``, listing ``valid`` (default: the registered names)."""
+        listed = ", ".join(sorted(self._items if valid is None else valid)) or "(none registered)"
         hint = (f" (plug-ins register under the {self.entry_point_group!r} entry-point group)"
                 if self.entry_point_group else "")
-        return f"unknown {self.kind} {name!r}; valid names: {valid}{hint}"
+        return UnknownNameError(f"unknown {self.kind} {name!r}; valid names: {listed}{hint}")
 
     def _load_plugins(self) -> None:
         if self._plugins_loaded:
@@ -128,6 +131,8 @@ class Registry(Generic[T]):
         self._plugins_loaded = True  # set first: a plug-in importing mucode must not recurse
         assert self.entry_point_group is not None
         for ep in importlib.metadata.entry_points(group=self.entry_point_group):
+            if self._select is not None and ep.name not in self._select:
+                continue
             dist = getattr(ep.dist, "name", "?")
             if ep.name in self._items:
                 if dist == "mucode" or self._plugin_dists.get(ep.name) == dist:

@@ -25,7 +25,7 @@ def post(url: str, **kwargs) -> httpx.Response:
         (b"[1, 2]", 422, "must be a JSON object"),
         (b'{"itemz": []}', 422, "items: Field required"),
         (json.dumps({"items": [{"program": "math", "spec": {"answer": 1}}]}).encode(), 422, "items[0].response: Field required"),
-        (json.dumps({"items": [{**GOOD, "program": "chess"}]}).encode(), 422, "unknown reward program 'chess'; available: exact_match, math"),
+        (json.dumps({"items": [{**GOOD, "program": "chess"}]}).encode(), 422, "unknown reward program 'chess'; valid names: exact_match, math"),
         (json.dumps({"items": [GOOD, {**GOOD, "spec": {}}]}).encode(), 422, "items[1].spec.answer: Field required"),
         (json.dumps({"items": [{**GOOD, "spec": {"answer": True}}]}).encode(), 422, "boolean"),
         (json.dumps({"items": [{**GOOD, "program": "exact_match", "spec": {"answer": ""}}]}).encode(), 422,
