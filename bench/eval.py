@@ -221,7 +221,11 @@ def main() -> None:
         theirs = upstream_evalplus(plus, args.samples, args.workers)
         rows.append(("", f"evalplus untrusted_check ({args.workers} proc.)", args.samples / theirs["wall"],
                      f"{theirs['correct'] / args.samples:.3f}", "–"))  # fmt: skip
-    print(f"\nbackend {args.backend}, {args.slots} slots; {args.samples} samples per problem\n")
+    from mucode.eval.benchmarks import get_protocol
+
+    lcb, plus = get_protocol("livecodebench"), get_protocol("evalplus")
+    print(f"\nbackend {args.backend}, {args.slots} slots; {args.samples} samples per problem; mucode's prompts "
+          f"from the default protocols ({lcb.kind}/{lcb.name}: {lcb.prompt}, {plus.kind}/{plus.name}: {plus.prompt})\n")
     print("| problem | grader | samples/s | pass@1 | client peak MB |\n|---|---|---:|---:|---:|")
     for problem, grader, rate, passed, peak in rows:
         print(f"| {problem} | {grader} | {rate:.2f} | {passed} | {peak} |")

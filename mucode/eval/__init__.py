@@ -1,13 +1,16 @@
 """Evaluators: LiveCodeBench pass@k, math pass@1 (five-benchmark average), HumanEval+/MBPP+.
 
 All of them verify through the verifier service (`mucode.verifier.client`), never in process.
-Named protocols (`get_protocol(kind, name)`) hold every setting a published number depends on.
+The benchmark registry (`BENCHMARKS`, `mucode.eval.benchmarks`) holds each kind's named protocols
+(`get_protocol(kind, name)`): every setting a published number depends on, and the defaults every
+entry point (CLI, training-time evaluation, the evaluators) uses.
 The trainer's periodic evaluation calls `evaluate_math` / `evaluate_livecodebench` /
 `evaluate_evalplus` (or `evaluate_benchmarks` by name) with its rollout engine and tokenizer.
 """
 
 from __future__ import annotations
 
+from mucode.eval.benchmarks import BENCHMARKS, Benchmark, get_protocol, protocol_names
 from mucode.eval.core import EngineSource, SamplesSource
 from mucode.eval.dispatch import evaluate_benchmarks
 from mucode.eval.evalplus_bench import evaluate_evalplus
@@ -15,12 +18,13 @@ from mucode.eval.judge import VerifierOptions
 from mucode.eval.livecodebench import evaluate_livecodebench
 from mucode.eval.math_bench import MATH_BENCHMARKS, evaluate_math
 from mucode.eval.passk import pass_at_k, pass_at_k_table
-from mucode.eval.protocols import PROTOCOLS, Protocol, get_protocol, protocol_names
+from mucode.eval.protocols import Protocol
 from mucode.eval.report import format_table, metrics_from_report, write_report
 
 __all__ = [
+    "BENCHMARKS",
     "MATH_BENCHMARKS",
-    "PROTOCOLS",
+    "Benchmark",
     "EngineSource",
     "Protocol",
     "SamplesSource",

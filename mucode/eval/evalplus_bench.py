@@ -301,8 +301,8 @@ def evaluate_evalplus(
     *,
     tokenizer: Any = None,
     override_paths: Mapping[str, str | Path] | None = None,
-    samples_per_problem: int = 1,
-    prompt_style: str = "chat",
+    samples_per_problem: int | None = None,
+    prompt_style: str | None = None,
     samples: Mapping[str, tuple[Mapping[str, list[str]], SampleKind]] | None = None,
     verifier: VerifierOptions | None = None,
     run_dir: str | Path | None = None,
@@ -313,8 +313,15 @@ def evaluate_evalplus(
 ) -> dict[str, dict[str, Any]]:
     """Report entries `humaneval`, `humaneval+`, `mbpp`, `mbpp+` (those of the chosen data sets).
 
-    `collect` receives each data set's task, responses and verdicts (for `write_evalplus_results`).
+    `samples_per_problem` and `prompt_style` None: the evalplus default protocol's
+    (`mucode.eval.benchmarks`). `collect` receives each data set's task, responses and verdicts (for
+    `write_evalplus_results`).
     """
+    from mucode.eval.benchmarks import get_protocol
+
+    default = get_protocol("evalplus")
+    samples_per_problem = samples_per_problem or default.samples_for(datasets[0] if datasets else "*")
+    prompt_style = prompt_style or default.prompt
     report: dict[str, dict[str, Any]] = {}
     with verifier_session(verifier, ["code"]) as session:
         # an item carries all inputs and expected outputs of a task (up to megabytes for HumanEval+)

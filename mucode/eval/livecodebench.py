@@ -166,8 +166,8 @@ def evaluate_livecodebench(
     end_date: str | date | datetime | None = None,
     data_dir: str | Path | None = None,
     problems: Sequence[LCBProblem] | None = None,
-    samples_per_problem: int = 4,
-    prompt_style: str = "chat",
+    samples_per_problem: int | None = None,
+    prompt_style: str | None = None,
     verifier: VerifierOptions | None = None,
     run_dir: str | Path | None = None,
     limit: int | None = None,
@@ -181,8 +181,12 @@ def evaluate_livecodebench(
 
     `source`: an `EngineSource`, a rollout engine (then pass `tokenizer`), or a `SamplesSource`
     (question_id → responses). Problems come from `problems`, else from the release files in
-    `data_dir`, else from the Hub.
+    `data_dir`, else from the Hub. `samples_per_problem` and `prompt_style` None: the LiveCodeBench
+    default protocol's (`mucode.eval.benchmarks`).
     """
+    from mucode.eval.benchmarks import get_protocol
+
+    default = get_protocol("livecodebench")
     chosen = (
         list(problems)
         if problems is not None
@@ -196,7 +200,7 @@ def evaluate_livecodebench(
         )
     task = LiveCodeBenchTask(
         chosen,
-        prompt_style=prompt_style_name(prompt_style),
+        prompt_style=prompt_style_name(prompt_style or default.prompt),
         time_limit_s=time_limit_s,
         sample_kind=sample_kind,
     )
@@ -206,7 +210,7 @@ def evaluate_livecodebench(
         return run_task(
             task,
             source,
-            samples_per_problem,
+            samples_per_problem or default.samples_for("livecodebench"),
             verifier=session,
             run_dir=run_dir,
             progress=progress,

@@ -7,7 +7,8 @@ and are mapped per source below.
 A response is scored by the verifier's `math` reward program (math-verify on the last `\\boxed{}`),
 never by string comparison (AMC answers such as `27.0` must equal `27`).
 
-pass@1 is the mean over all samples (16 per problem for AIME, 4 for the others by default); pass@k
+pass@1 is the mean over all samples (by default the default protocol's count: 16 per problem for AIME,
+4 for the others); pass@k
 for larger k is reported as well. The average is the unweighted mean of the benchmarks' pass@1,
 as in the μ-GRPO paper; it is marked partial when some benchmark could not be evaluated.
 
@@ -69,7 +70,6 @@ class MathBenchmark:
     local_file: str | None
     """File name in a data directory (the layout of `mucode/assets/math`); None: no local copy known."""
     local_fields: FieldMap | None
-    default_samples: int
     hub_files: tuple[str, ...] = ()
     """Hub files to read (in order) when the split is not named by the file names; empty: by split."""
 
@@ -84,7 +84,6 @@ MATH_BENCHMARKS: dict[str, MathBenchmark] = {
             FieldMap("problem", "answer", "unique_id"),
             "math500.jsonl",
             FieldMap("problem", "answer", "unique_id"),
-            4,
         ),
         MathBenchmark(
             "aime24",
@@ -93,7 +92,6 @@ MATH_BENCHMARKS: dict[str, MathBenchmark] = {
             FieldMap("problem", "answer", "id"),
             "aime24.json",
             FieldMap("problem", "expected_answer", "id"),
-            16,
         ),
         MathBenchmark(
             "aime25",
@@ -102,7 +100,6 @@ MATH_BENCHMARKS: dict[str, MathBenchmark] = {
             FieldMap("question", "answer", None),
             "aime25.json",
             FieldMap("problem", "answer", "id"),
-            16,
             hub_files=("aime2025-I.jsonl", "aime2025-II.jsonl"),
         ),
         MathBenchmark(
@@ -112,7 +109,6 @@ MATH_BENCHMARKS: dict[str, MathBenchmark] = {
             FieldMap("question", "answer", "id"),
             "amc23.json",
             FieldMap("question", "answer", "id"),
-            4,
         ),
         MathBenchmark(
             "amc24",
@@ -121,7 +117,6 @@ MATH_BENCHMARKS: dict[str, MathBenchmark] = {
             FieldMap("problem", "answer", None),
             None,
             FieldMap("problem", "answer", None),
-            4,
         ),
     ]
 }
@@ -278,7 +273,7 @@ def evaluate_math(
     samples_per_problem: int | Mapping[str, int] | None = None,
     verifier: VerifierOptions | None = None,
     run_dir: str | Path | None = None,
-    instruction: str = MATH_INSTRUCTION,
+    instruction: str | None = None,
     template: MathTemplate | str | None = None,
     system_prompt: str | None = None,
     samples: Mapping[str, Mapping[str, list[str]]] | None = None,
@@ -290,25 +285,29 @@ def evaluate_math(
 
     `source` is an `EngineSource`, a rollout engine (then pass `tokenizer`), or None with
     `samples={benchmark: {id: [responses]}}`. `samples_per_problem`: one number for all, a dict per
-    benchmark, or None for the defaults (AIME 16, others 4). A benchmark whose data cannot be loaded
-    is skipped with a warning and recorded under `skipped`; the average is then marked partial.
-    `limit` keeps the first problems of each benchmark (smoke runs; not comparable with papers).
-    The user turn is `template` (a `MathTemplate` or a name in `mucode.eval.protocols.MATH_TEMPLATES`)
-    applied to the problem, else the problem, a space and `instruction`.
+    benchmark, or None for the math default protocol's (`mucode.eval.benchmarks`: AIME 16, others 4).
+    A benchmark whose data cannot be loaded is skipped with a warning and recorded under `skipped`;
+    the average is then marked partial. `limit` keeps the first problems of each benchmark (smoke
+    runs; not comparable with papers). The user turn is `template` (a `MathTemplate` or a name in
+    `mucode.eval.protocols.MATH_TEMPLATES`) applied to the problem, else the problem, a space and
+    `instruction`, else the default protocol's template.
     """
+    from mucode.eval.benchmarks import get_protocol
+
+    default = get_protocol("math")
     if template is None:
-        template = instruction_template(instruction)
-    elif isinstance(template, str):
+        template = instruction_template(instruction) if instruction is not None else default.prompt
+    if isinstance(template, str):
         template = math_template(template)
     report: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     with verifier_session(verifier, ["math"]) as session:
         for name in benchmarks:
-            bench = _benchmark(name)
+            _benchmark(name)  # an unknown name raises, listing the valid ones
             if isinstance(samples_per_problem, Mapping):
-                n = samples_per_problem.get(name, bench.default_samples)
+                n = samples_per_problem.get(name) or default.samples_for(name)
             else:
-                n = samples_per_problem or bench.default_samples
+                n = samples_per_problem or default.samples_for(name)
             if samples is not None and name not in samples:
                 continue
             try:

@@ -2,9 +2,11 @@
 
 A protocol fixes, for one kind of benchmark (`math`, `livecodebench`, `evalplus`): sampling
 (temperature, top-p, response budget, stop strings), samples per problem, the prompt (math template,
-LiveCodeBench or EvalPlus prompt style) and the data (LiveCodeBench release). `mucode eval <kind>
---protocol NAME` and the trainer's periodic evaluation look them up with `get_protocol(kind, name)`;
-explicit options override single fields. Each protocol names its source.
+LiveCodeBench or EvalPlus prompt style) and the data (LiveCodeBench release). Each benchmark of the
+registry (`mucode.eval.benchmarks.BENCHMARKS`) carries its protocols, the first being its default:
+`mucode eval <kind> --protocol NAME`, the trainer's periodic evaluation and the Python evaluators look
+them up there (`get_protocol(kind, name)`); explicit options override single fields. This module only
+defines them; each protocol names its source.
 
 Protocols:
 - math `paper`: the μ-GRPO paper's math evaluation where it is stated (avg@16 on AIME24/25, avg@4
@@ -33,15 +35,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
-    "DEFAULT_PROTOCOLS",
+    "EVALPLUS_PROTOCOLS",
+    "LIVECODEBENCH_PROTOCOLS",
+    "MATH_PROTOCOLS",
     "MATH_TEMPLATES",
-    "PROTOCOLS",
     "MathTemplate",
     "Protocol",
     "Sampling",
-    "get_protocol",
     "math_template",
-    "protocol_names",
 ]
 
 
@@ -142,83 +143,62 @@ class Protocol:
 _PAPER_MATH_SAMPLES = MappingProxyType({"aime24": 16, "aime25": 16, "*": 4})
 _LCB_STOP = ("###",)
 
-PROTOCOLS: Mapping[tuple[str, str], Protocol] = MappingProxyType(
-    {
-        (p.kind, p.name): p
-        for p in [
-            Protocol(
-                "paper",
-                "math",
-                "μ-GRPO paper (avg@16 AIME, avg@4 others, 4k/8k context) + M2PO validation scripts "
-                "(temperature 1.0, top-p 0.7, response = context − 1536, prefix+suffix prompt)",
-                Sampling(1.0, 0.7, 6656),
-                _PAPER_MATH_SAMPLES,
-                "m2po",
-                context_tokens=8192,
-                contexts=(4096, 8192),
-            ),
-            Protocol(
-                "boxed",
-                "math",
-                "mucode's earlier default (SimpleRL-style instruction suffix)",
-                Sampling(0.6, 0.95, 4096),
-                _PAPER_MATH_SAMPLES,
-                "boxed",
-            ),
-            Protocol(
-                "paper",
-                "livecodebench",
-                "μ-GRPO paper (pass@4, 8k context); sampling not stated: M2PO validation (temperature 1.0, "
-                "top-p 0.7); LiveCodeBench's chat prompt, stop string and release_latest",
-                Sampling(1.0, 0.7, 6656, _LCB_STOP),
-                MappingProxyType({"*": 4}),
-                "chat",
-                release="release_latest",
-                context_tokens=8192,
-                contexts=(4096, 8192),
-            ),
-            Protocol(
-                "livecodebench",
-                "livecodebench",
-                "LiveCodeBench runner defaults (lcb_runner/runner/parser.py)",
-                Sampling(0.2, 0.95, 2000, _LCB_STOP),
-                MappingProxyType({"*": 10}),
-                "chat",
-                release="release_latest",
-            ),
-            Protocol(
-                "evalplus",
-                "evalplus",
-                "evalplus codegen defaults (greedy, 768 new tokens)",
-                Sampling(0.0001, 1.0, 768),
-                MappingProxyType({"*": 1}),
-                "chat",
-            ),
-        ]
-    }
+MATH_PROTOCOLS: tuple[Protocol, ...] = (
+    Protocol(
+        "paper",
+        "math",
+        "μ-GRPO paper (avg@16 AIME, avg@4 others, 4k/8k context) + M2PO validation scripts "
+        "(temperature 1.0, top-p 0.7, response = context − 1536, prefix+suffix prompt)",
+        Sampling(1.0, 0.7, 6656),
+        _PAPER_MATH_SAMPLES,
+        "m2po",
+        context_tokens=8192,
+        contexts=(4096, 8192),
+    ),
+    Protocol(
+        "boxed",
+        "math",
+        "mucode's earlier default (SimpleRL-style instruction suffix)",
+        Sampling(0.6, 0.95, 4096),
+        _PAPER_MATH_SAMPLES,
+        "boxed",
+    ),
 )
-"""(kind, name) → protocol."""
+"""The math benchmarks' protocols; the first is the default."""
 
-DEFAULT_PROTOCOLS: Mapping[str, str] = MappingProxyType(
-    {"math": "paper", "livecodebench": "paper", "evalplus": "evalplus"}
+LIVECODEBENCH_PROTOCOLS: tuple[Protocol, ...] = (
+    Protocol(
+        "paper",
+        "livecodebench",
+        "μ-GRPO paper (pass@4, 8k context); sampling not stated: M2PO validation (temperature 1.0, "
+        "top-p 0.7); LiveCodeBench's chat prompt, stop string and release_latest",
+        Sampling(1.0, 0.7, 6656, _LCB_STOP),
+        MappingProxyType({"*": 4}),
+        "chat",
+        release="release_latest",
+        context_tokens=8192,
+        contexts=(4096, 8192),
+    ),
+    Protocol(
+        "livecodebench",
+        "livecodebench",
+        "LiveCodeBench runner defaults (lcb_runner/runner/parser.py)",
+        Sampling(0.2, 0.95, 2000, _LCB_STOP),
+        MappingProxyType({"*": 10}),
+        "chat",
+        release="release_latest",
+    ),
 )
-"""The protocol each `mucode eval` command uses when none is named."""
+"""LiveCodeBench's protocols; the first is the default."""
 
-
-def protocol_names(kind: str) -> list[str]:
-    """The protocols defined for a benchmark kind."""
-    return [name for k, name in PROTOCOLS if k == kind]
-
-
-def get_protocol(kind: str, name: str | None = None, *, context_tokens: int | None = None) -> Protocol:
-    """The protocol `name` (None: the kind's default) for a benchmark kind, at `context_tokens` when given.
-
-    Raises ValueError naming the valid protocols (or contexts) when there is no such protocol.
-    """
-    name = name or DEFAULT_PROTOCOLS.get(kind, "")
-    try:
-        protocol = PROTOCOLS[(kind, name)]
-    except KeyError:
-        valid = ", ".join(protocol_names(kind)) or "none"
-        raise ValueError(f"unknown {kind} protocol {name!r}; valid: {valid}") from None
-    return protocol.with_context(context_tokens) if context_tokens is not None else protocol
+EVALPLUS_PROTOCOLS: tuple[Protocol, ...] = (
+    Protocol(
+        "evalplus",
+        "evalplus",
+        "evalplus codegen defaults (greedy, 768 new tokens)",
+        Sampling(0.0001, 1.0, 768),
+        MappingProxyType({"*": 1}),
+        "chat",
+    ),
+)
+"""EvalPlus's protocols; the first is the default."""

@@ -4,8 +4,11 @@ Every ``train.eval_every`` updates (and after the last update) the current weigh
 
 1. exported in Hugging Face format to ``policy/update-NNNNNNN`` (kept, subject to ``train.keep_policies``);
 2. evaluated on ``eval.benchmarks`` with the evaluators' own code (``mucode.eval.evaluate_benchmarks``)
-   and, with ``eval.protocol``, their named protocol (``mucode.eval.protocols``: sampling, response
-   budget at the run's context, prompt, samples per problem), through the run's verifier; samples,
+   and each kind's protocol from the benchmark registry (``mucode.eval.benchmarks``: sampling, prompt,
+   samples per problem): ``eval.protocol`` where the kind has it (its response budget at the run's
+   context), else the kind's default protocol, the one ``mucode eval`` uses (with the run's
+   ``rollout.max_response_tokens``); ``eval.temperature``/``eval.top_p`` override when set. Each kind
+   samples with its own engine settings. Evaluation goes through the run's verifier; samples,
    verdicts and ``report.json`` go to ``eval/update-NNNNNNN`` (a resumed run reuses them);
 3. compared with the best so far by the mean of ``eval.select_metric`` over the benchmarks: the best is
    recorded in ``best.json`` and ``policy/best`` (a relative symlink to its ``update-N`` directory).
@@ -19,8 +22,7 @@ Under torchrun every rank joins the export (a collective), then rank 0 evaluates
 with the ``hf`` engine while the other ranks wait at a barrier (the process group's timeout must exceed
 an evaluation). Single-process, the ``hf`` engine shares the trainer's weights (no copy).
 
-Limits: with benchmarks of several kinds, the sampling of the first benchmark's kind is used for all.
-Time lost in a stage interrupted by a crash is not counted in ``time/since_start``.
+Limits: time lost in a stage interrupted by a crash is not counted in ``time/since_start``.
 """
 
 from __future__ import annotations
@@ -39,30 +41,43 @@ from mucode.config import MucodeConfig
 from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.distributed import DistInfo, barrier, full_state_dict, unwrap
 
-__all__ = ["Evaluator", "eval_sampling", "prune_policies", "score"]
+__all__ = ["Evaluator", "eval_options", "eval_plan", "eval_sampling", "prune_policies", "score"]
+
+
+def eval_options(cfg: MucodeConfig) -> dict[str, Any]:
+    """How the benchmarks' protocols are resolved for this run (``protocols_for`` / ``evaluate_benchmarks``
+    keywords): ``eval.protocol`` where a kind has it, else the kind's default protocol in the benchmark
+    registry; with ``eval.protocol`` its response budget at the run's context, without it the run's
+    ``rollout.max_response_tokens``; ``eval.temperature`` / ``eval.top_p`` when set."""
+    e = cfg.eval
+    explicit = e.protocol is not None
+    return {
+        "protocol": e.protocol,
+        "context_tokens": cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens if explicit else None,
+        "sampling": {"temperature": e.temperature, "top_p": e.top_p,
+                     "max_new_tokens": None if explicit else cfg.rollout.max_response_tokens},
+    }
+
+
+def eval_plan(cfg: MucodeConfig) -> list[tuple[Any, Any, list[str]]]:
+    """``(benchmark kind, protocol, names)`` per kind of ``eval.benchmarks``; raises ValueError for an
+    unknown benchmark or a protocol not stated for the run's context."""
+    from mucode.eval.dispatch import protocols_for
+
+    options = eval_options(cfg)
+    return protocols_for(cfg.eval.benchmarks, options["protocol"], options["context_tokens"], **options["sampling"])
 
 
 def eval_sampling(cfg: MucodeConfig) -> tuple[float, float, int, str | None]:
-    """The evaluation's (temperature, top_p, max_new_tokens, protocol); raises ValueError for a protocol
-    that does not exist or is not stated for the run's context."""
-    from mucode.eval.dispatch import _kind
-    from mucode.eval.protocols import get_protocol
-
-    e = cfg.eval
-    kinds = [_kind(benchmark) for benchmark in e.benchmarks]  # an unknown name raises, naming the valid ones
-    if e.protocol is None or not kinds:
-        return e.temperature, e.top_p, cfg.rollout.max_response_tokens, None
-
-    context = cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens
-    chosen = None
-    for kind in kinds:
-        protocol = get_protocol(kind, e.protocol)
-        if protocol.context_tokens is not None:
-            protocol = protocol.with_context(context)
-        chosen = chosen or protocol
-    assert chosen is not None
-    s = chosen.sampling
-    return s.temperature, s.top_p, s.max_new_tokens, e.protocol
+    """The first kind's (temperature, top_p, max_new_tokens, protocol name) (each kind samples with its
+    own protocol); raises ValueError like :func:`eval_plan`."""
+    plan = eval_plan(cfg)
+    if not plan:
+        e = cfg.eval
+        return e.temperature or 1.0, e.top_p or 1.0, cfg.rollout.max_response_tokens, e.protocol
+    _, protocol, _ = plan[0]
+    s = protocol.sampling
+    return s.temperature, s.top_p, s.max_new_tokens, protocol.name
 
 
 def score(metrics: dict[str, float], benchmarks: list[str], metric: str) -> float:
@@ -103,7 +118,8 @@ class Evaluator:
         self.info = info
         self.seconds = 0.0
         """Time spent evaluating in this invocation."""
-        self.temperature, self.top_p, self.max_new_tokens, self.protocol = eval_sampling(cfg)
+        self.plan = eval_plan(cfg)
+        """(kind, protocol, names) per benchmark kind: each samples with its own protocol."""
         best = run_dir / "best.json"
         self.best: dict[str, Any] | None = json.loads(best.read_text()) if best.exists() else None
 
@@ -140,9 +156,10 @@ class Evaluator:
             self._record(metrics, update, logger, since_start + elapsed, eval_so_far + elapsed)
         return metrics
 
-    def _engine(self, model: torch.nn.Module, tokenizer: Any, update: int, policy_dir: Path) -> Any:
+    def _engine(self, model: torch.nn.Module, tokenizer: Any, update: int, policy_dir: Path, sampling: Any) -> Any:
+        """An ``hf`` engine sampling with a protocol's ``sampling`` (temperature, top_p, max_new_tokens)."""
         r = self.cfg.rollout
-        settings = dict(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
+        settings = dict(temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,
                         seed=derive_seed(self.cfg.train.seed, SeedPurpose.EVAL, index=update), batch_size=r.batch_size)
         if not self.info.enabled:
             from mucode.rollout.hf import HFEngine
@@ -161,17 +178,15 @@ class Evaluator:
         e, v = self.cfg.eval, self.cfg.verifier
         out_dir = self.run_dir / "eval" / f"update-{update:07d}"
         model.eval()
-        engine = self._engine(model, tokenizer, update, policy_dir)
         try:
             report = evaluate_benchmarks(
-                e.benchmarks, engine, tokenizer, data_dir=e.data_dir, samples_per_problem=e.samples_per_problem,
+                e.benchmarks, None, tokenizer, data_dir=e.data_dir, samples_per_problem=e.samples_per_problem,
                 verifier=VerifierOptions(urls=list(urls), token=v.token, timeout_s=v.timeout_s, retries=v.retries),
-                run_dir=out_dir, limit=e.limit, protocol=self.protocol,
-                fingerprint={"run": str(self.run_dir), "update": update, "temperature": self.temperature,
-                             "top_p": self.top_p, "max_new_tokens": self.max_new_tokens},
+                run_dir=out_dir, limit=e.limit, fingerprint={"run": str(self.run_dir), "update": update},
+                engine_for=lambda protocol: self._engine(model, tokenizer, update, policy_dir, protocol.sampling),
+                **eval_options(self.cfg),
             )
         finally:
-            engine.close()
             model.train()
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mucode.eval.judge import VerifierOptions
-from mucode.eval.math_bench import MATH_BENCHMARKS, MathProblem, evaluate_math, load_math_problems
+from mucode.eval.math_bench import MathProblem, evaluate_math, load_math_problems
 from mucode.eval.report import format_table
 
 LOCAL = ["math500", "aime24", "aime25", "amc23"]
@@ -75,7 +75,6 @@ def test_local_files_load_with_their_own_field_names(problems: dict[str, list[Ma
         assert all(p.problem.strip() and str(p.answer).strip() for p in rows)
     assert problems["math500"][0].id.startswith("test/")  # unique_id
     assert isinstance(problems["amc23"][0].answer, int | float)  # a JSON number there
-    assert MATH_BENCHMARKS["aime24"].default_samples == 16 and MATH_BENCHMARKS["math500"].default_samples == 4
 
 
 def test_own_answers_score_100_percent_and_other_answers_near_zero(

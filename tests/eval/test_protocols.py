@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from mucode.eval.benchmarks import BENCHMARKS, get_protocol, protocol_names
 from mucode.eval.generate import cut_at_stop
 from mucode.eval.math_bench import MathProblem, MathTask
-from mucode.eval.protocols import PROTOCOLS, get_protocol, math_template, protocol_names
+from mucode.eval.protocols import math_template
 
 
 def test_math_paper_protocol_is_the_paper_plus_m2po_validation() -> None:
@@ -64,7 +65,7 @@ def test_unknown_names_list_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="valid: m2po, boxed"):
         math_template("nope")
     assert set(protocol_names("evalplus")) == {"evalplus"}
-    assert all(p.source for p in PROTOCOLS.values())
+    assert all(p.source for _, bench in BENCHMARKS.items() for p in bench.protocols)
 
 
 def test_stop_strings_cut_the_response_before_the_first_one() -> None:
