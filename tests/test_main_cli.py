@@ -80,3 +80,32 @@ def test_train_refuses_a_context_longer_than_the_model_before_writing(tmp_path: 
 def test_report_is_a_command() -> None:
     out = run("report", "--help")
     assert out.returncode == 0 and "time-to-accuracy" in out.stdout
+
+
+def _verify_one_math_item(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "a", "response": "\\boxed{2}", "spec": {"answer": "2"}}) + "\n")
+    return run(*flags, "verify", "--program", "math", "--input", str(items), "--math-workers", "1")
+
+
+def test_info_records_reach_the_user_by_default_and_with_verbose(tmp_path: Path) -> None:
+    for flags in ((), ("-v",), ("--verbose",)):
+        out = _verify_one_math_item(tmp_path, *flags)
+        assert out.returncode == 0, out.stderr
+        assert '"status":"correct"' in out.stdout
+        # mucode.verifier.core logs its readiness line at INFO
+        assert "INFO mucode.verifier.core: verifier ready" in out.stderr, (flags, out.stderr)
+
+
+def test_quiet_keeps_info_records_back(tmp_path: Path) -> None:
+    out = _verify_one_math_item(tmp_path, "-q")
+    assert out.returncode == 0, out.stderr
+    assert '"status":"correct"' in out.stdout
+    assert "verifier ready" not in out.stderr and "INFO" not in out.stderr
+    assert "1 items: correct 1" in out.stderr  # the command's own summary is not a log record
+
+
+def test_verbose_and_quiet_together_is_a_usage_error() -> None:
+    out = run("-v", "-q", "env")
+    assert out.returncode == 2
+    assert "contradict" in out.stderr and "Traceback" not in out.stderr
