@@ -13,10 +13,11 @@ import asyncio
 import dataclasses
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mucode.rewards.extract import extract_code
+from mucode.rewards.extract import EXTRACTORS, extract_code
 from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.sandbox.checkers import CHECKERS
 from mucode.sandbox.types import CodeJob, JobResult, TestSpec
 
 __all__ = ["CodeReward", "CodeSpec", "TestsSpec"]
@@ -60,11 +61,21 @@ class CodeSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     tests: TestsSpec
-    checker: Literal["code_contests", "livecodebench", "exact"] = "code_contests"
+    checker: str = Field(default="code_contests", description="A name in mucode.sandbox.checkers.CHECKERS.")
     time_limit_s: float = Field(default=5.0, gt=0, le=MAX_TIME_LIMIT_S, description="Per test.")
     memory_limit_mb: int = Field(default=512, ge=16, le=MAX_MEMORY_LIMIT_MB)
-    extract: Literal["last_fence", "none", "evalplus"] = "last_fence"
+    extract: str = Field(default="last_fence", description="A name in mucode.rewards.extract.EXTRACTORS.")
     language: Literal["python"] = "python"
+
+    @field_validator("checker")
+    @classmethod
+    def _known_checker(cls, name: str) -> str:
+        return CHECKERS.validate(name)
+
+    @field_validator("extract")
+    @classmethod
+    def _known_extract(cls, name: str) -> str:
+        return EXTRACTORS.validate(name)
 
 
 class CodeReward:

@@ -22,7 +22,9 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["EXTRACTORS", "MAX_RESPONSE_CHARS", "extract_code", "scan_fences"]
+from mucode.registry import Registry
+
+__all__ = ["EXTRACTORS", "MAX_RESPONSE_CHARS", "Extractor", "extract_code", "scan_fences"]
 
 MAX_RESPONSE_CHARS = 4 * 1024 * 1024
 """Responses longer than this hold no code, whatever the extractor."""
@@ -108,19 +110,18 @@ def evalplus_sanitize(response: str, entry_point: str | None = None) -> str | No
     return sanitize(response, entrypoint=entry_point)
 
 
-EXTRACTORS: dict[str, Callable[[str, str | None], str | None]] = {
-    "last_fence": last_fence,
-    "none": whole_response,
-    "evalplus": evalplus_sanitize,
-}
+Extractor = Callable[[str, str | None], str | None]
+"""``fn(response, entry_point) -> program or None``."""
+
+EXTRACTORS: Registry[Extractor] = Registry("extract method")
+"""``spec.extract`` values: the one list of them (the code spec validates against it)."""
+for _name, _fn in (("last_fence", last_fence), ("none", whole_response), ("evalplus", evalplus_sanitize)):
+    EXTRACTORS.register(_name, _fn)
 
 
 def extract_code(response: str, method: str = "last_fence", entry_point: str | None = None) -> str | None:
     """The program to run, or None when the response holds no code (or is over ``MAX_RESPONSE_CHARS``)."""
-    try:
-        extractor = EXTRACTORS[method]
-    except KeyError:
-        raise ValueError(f"unknown extract method {method!r}; valid: {sorted(EXTRACTORS)}") from None
+    extractor = EXTRACTORS.get(method)  # UnknownNameError (a ValueError) lists the valid methods
     if len(response) > MAX_RESPONSE_CHARS:
         return None
     code = extractor(response, entry_point)

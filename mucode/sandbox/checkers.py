@@ -13,7 +13,9 @@
   exactly, or when it has the same number of tokens and every token pair is equal as a Decimal.
 - ``exact``: the strings are identical (no normalisation at all).
 
-New checkers are added to ``CHECKERS`` (a registry); an unknown name raises with the valid names.
+``CHECKERS`` (a :class:`mucode.registry.Registry`) is the one list of checker names: the code spec's
+``checker`` and :class:`mucode.sandbox.types.CodeJob` are validated against it; an unknown name raises
+:class:`mucode.registry.UnknownNameError` listing the valid ones. New checkers are registered there.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ import math
 import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
+
+from mucode.registry import Registry
+
+__all__ = ["CHECKERS", "Checker", "check", "code_contests", "exact", "livecodebench"]
 
 Checker = Callable[[str, str], bool]
 
@@ -91,16 +97,12 @@ def exact(expected: str, actual: str) -> bool:
     return expected == actual
 
 
-CHECKERS: dict[str, Checker] = {
-    "code_contests": code_contests,
-    "livecodebench": livecodebench,
-    "exact": exact,
-}
+CHECKERS: Registry[Checker] = Registry("output checker")
+"""Output checkers by name: ``fn(expected, actual) -> bool``."""
+for _checker in (code_contests, livecodebench, exact):
+    CHECKERS.register(_checker.__name__, _checker)
 
 
 def check(checker_name: str, expected: str, actual: str) -> bool:
-    try:
-        fn = CHECKERS[checker_name]
-    except KeyError:
-        raise ValueError(f"unknown checker {checker_name!r}; valid: {sorted(CHECKERS)}") from None
-    return fn(expected, actual)
+    """Whether ``actual`` matches ``expected`` under the checker ``checker_name``."""
+    return CHECKERS.get(checker_name)(expected, actual)

@@ -19,7 +19,6 @@ reward); the item-level statuses (``no_code``, ``no_answer``, ``verifier_error``
 
 
 TestFormat = Literal["stdio", "call", "assert"]
-CheckerName = Literal["code_contests", "livecodebench", "exact"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,8 @@ class CodeJob:
     program: str
     tests: TestSpec
     language: str = "python"
-    checker: CheckerName = "code_contests"
+    checker: str = "code_contests"
+    """A name in :data:`mucode.sandbox.checkers.CHECKERS` (the one list of checker names)."""
     time_limit_s: float = 5.0
     """Per test, CPU time; the wall-clock limit is 2x + 0.5 s (executor --wall-factor)."""
     memory_limit_mb: int = 512

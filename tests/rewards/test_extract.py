@@ -42,7 +42,7 @@ def test_evalplus_keeps_the_entry_point_and_drops_the_chatter() -> None:
 
 
 def test_unknown_method_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="valid: \\['evalplus', 'last_fence', 'none'\\]"):
+    with pytest.raises(ValueError, match="unknown extract method 'first_fence'; valid names: evalplus, last_fence, none"):
         extract_code("x", "first_fence")
 
 
