@@ -244,14 +244,14 @@ def test_code_extraction_runs_off_the_event_loop(small_url: str, monkeypatch: py
     from mucode.rewards import extract
 
     started, release = threading.Event(), threading.Event()
-    real = extract.EXTRACTORS["last_fence"]
+    real = extract.EXTRACTORS.get("last_fence")
 
     def held(response: str, entry_point: str | None = None) -> str | None:
         started.set()
         release.wait(60)
         return real(response, entry_point)
 
-    monkeypatch.setitem(extract.EXTRACTORS, "last_fence", held)
+    monkeypatch.setitem(extract.EXTRACTORS._items, "last_fence", held)  # noqa: SLF001 - a probe in the real slot
     answers: list[httpx.Response] = []
     adversarial = OK + "\n" + "```python\n" * 100_000  # the program, then 1 MB of unterminated fences
     worker = threading.Thread(target=lambda: answers.append(httpx.post(
