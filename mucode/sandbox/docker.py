@@ -87,6 +87,7 @@ class DockerPoolBackend(PooledBackend):
         self._index: dict[str, int] = {}  # container name -> its index k (uids uid_base + k*slots + i)
         self._replacing: set[str] = set()
         self._starting: set[str] = set()
+        self._died_starting: set[str] = set()  # died (events stream) before answering its first ping
         self._events: EventWatch | None = None
         self.replaced = 0
 
@@ -108,13 +109,14 @@ class DockerPoolBackend(PooledBackend):
             await self.engine.check_image(self.image)
             await self._collect_stale()
             self._host_dir = Path(tempfile.mkdtemp(prefix=f"mucode-docker-{os.getpid()}-"))
+            if self.health_interval_s > 0:  # watching from the start: a container that exits at once fails fast
+                self._events = self.engine.watch_events(
+                    {"type": "container", "event": ["die"], "label": f"{LABEL}.owner={self.owner}"}, self._on_event)
             await asyncio.gather(*[self._launch(k) for k in range(self.containers)])
         except BaseException:
             await self.close()
             raise
         if self.health_interval_s > 0:
-            self._events = self.engine.watch_events(
-                {"type": "container", "event": ["die"], "label": f"{LABEL}.owner={self.owner}"}, self._on_event)
             self._monitor = asyncio.create_task(self._watch())
 
     async def _collect_stale(self) -> None:
@@ -171,10 +173,12 @@ class DockerPoolBackend(PooledBackend):
                 info = await ep.ping(timeout_s=2.0)
                 break
             except ExecutorError:
-                if loop.time() > deadline:
+                died = name in self._died_starting
+                if died or loop.time() > deadline:
+                    self._died_starting.discard(name)
                     logs = await self.engine.logs(name)
-                    raise DockerError(f"sandbox container {name} did not answer within "
-                                      f"{self.start_timeout_s:.0f} s; its log: {logs}") from None
+                    why = "exited at start" if died else f"did not answer within {self.start_timeout_s:.0f} s"
+                    raise DockerError(f"sandbox container {name} {why}; its log: {logs}") from None
                 await asyncio.sleep(0.05)
         if not info.get("ok"):
             raise DockerError(f"sandbox container {name} reports unhealthy at start: {info}")
@@ -218,7 +222,9 @@ class DockerPoolBackend(PooledBackend):
         """A container of this pool died (events stream): replace it now, not at the next ping."""
         attrs = (event.get("Actor") or {}).get("Attributes") or {}
         name = str(attrs.get("name", ""))
-        if name in self._containers and name not in self._replacing and name not in self._starting:
+        if name in self._starting:
+            self._died_starting.add(name)  # _start_container gives up now instead of at its deadline
+        elif name in self._containers and name not in self._replacing:
             self._replace_soon(name, f"container {event.get('Action', 'died')} (exit code {attrs.get('exitCode')})")
 
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:

@@ -151,3 +151,22 @@ def test_only_the_docker_backend_imports_the_docker_sdk(kind: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.docker
+def test_a_container_that_exits_at_start_fails_start_with_its_log() -> None:
+    """The executor refuses its arguments and exits: its `die` event ends start() with the container's
+    log (not a wait until start_timeout_s), and nothing is left behind."""
+    from mucode.sandbox import make_backend
+    from mucode.sandbox.docker_engine import DockerError
+
+    backend = make_backend("docker", containers=1, fsize_mb="lots", uid_base=11300, start_timeout_s=3600,
+                           health_interval_s=1)
+
+    async def start() -> None:
+        await backend.start()
+
+    with pytest.raises(DockerError, match=r"(?s)exited at start; its log: .*--fsize-mb"):
+        asyncio.run(start())
+    owner = backend.owner  # type: ignore[attr-defined]
+    assert not _docker("ps", "-aq", "--filter", f"label={LABEL}.owner={owner}").strip()
