@@ -15,12 +15,14 @@ loop; nothing here blocks the event loop. The API version is negotiated with the
 
 (Docker's default seccomp profile applies, as with the CLI: nothing here turns it off.)
 
-Where the CLI remains, and why: building the sandbox image (``docker build`` in
-scripts/docker_setup.sh) and importing its debootstrap base (``docker import`` in
-scripts/build_base_image.sh). Those run from shell scripts before mucode's virtual environment
-exists, and the SDK's ``images.build`` speaks the classic builder API only (no BuildKit), so the
-scripts keep the CLI. Everything mucode does at run time (create, start, inspect, logs, list,
-remove, events) goes through the SDK.
+Where the CLI remains, and why: the one-time set-up scripts, which build the sandbox image
+(``docker build`` in scripts/docker_setup.sh) and import its debootstrap base (``docker import`` of
+a tar stream in scripts/build_base_image.sh). They are bash steps next to ``apt-get`` and starting
+``dockerd``, which no SDK does, and a user can re-run them, or the single ``docker build`` line in
+docs/sandbox.md, without Python; doing the build from Python would add no behaviour. Tests also use
+the CLI to play the part of someone else (killing a container, starting executors for ``attach``).
+Everything mucode does at run time (create, start, inspect, logs, list, remove, events, the engine
+version of ``mucode env``) goes through the SDK.
 """
 
 from __future__ import annotations
