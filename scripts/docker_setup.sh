@@ -57,6 +57,8 @@ if [[ "$HAVE" == "$SRC_HASH" ]]; then
     echo "[docker] $IMAGE up to date"
 else
     echo "[docker] building $IMAGE from $BASE"
+    # The Docker CLI here, not the SDK mucode's docker backend uses at run time: a one-time bash step
+    # (like installing and starting dockerd above), re-runnable without Python (mucode/sandbox/docker_engine.py).
     docker build -q --build-arg "BASE_IMAGE=$BASE" --label "mucode.src=$SRC_HASH" -t "$IMAGE" \
         -f "$ROOT/$EXECUTOR/Dockerfile" "$ROOT/$EXECUTOR" >/dev/null
     echo "[docker] built $IMAGE"
