@@ -98,7 +98,7 @@ class DataConfig(_Section):
     (`data/dropped_long_prompts` in the summary). Prompt + `rollout.max_response_tokens` must fit the model."""
     shuffle_seed: int = 0
     """Seed of the prompt order; each stage draws the next B_train prompts of this order."""
-    format: Literal["auto", "code_contests", "math", "verl", "mucode", "trl"] = "auto"
+    format: str = "auto"
     """The rows' schema (named `format`: pydantic reserves `schema`). `auto` detects it from the first
     row; `trl` is TRL's (`prompt` text or messages, `solution` answer or `tests` code spec). `verl`,
     `mucode` and `trl` rows may mix math and code in one file (per row: `extra_info.mucode`/`ability`,
@@ -106,6 +106,15 @@ class DataConfig(_Section):
     columns: dict[str, str] = Field(default_factory=dict)
     """Column renames applied to every row before the schema reads it, file name → schema name,
     e.g. {question: prompt, final_answer: solution}."""
+
+    @field_validator("format")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        from mucode.data.schemas import SCHEMAS
+
+        if name != "auto" and name not in SCHEMAS:
+            raise SCHEMAS.unknown(name, [*SCHEMAS.names(), "auto"])
+        return name
 
 
 class RolloutConfig(_Section):

@@ -74,6 +74,7 @@ def test_config_file_path(tmp_path) -> None:
         (["algo.veto_threshold=abc"], "valid number"),
         (["algo.veto_scope=suffix", "algo.params.veto_scope=trigger"], "both set; keep one"),
         (["algo.adv_std=bessel"], "'unbiased', 'population' or 'none'"),
+        (["data.format=csv"], "unknown data schema 'csv'; valid names: auto, code_contests, math, mucode, trl, verl"),
         (["batch.samples_per_prompt=1"], "greater than or equal to 2"),
         (["batch.prompts_per_updat=3"], "valid keys here: samples_per_prompt, prompts_per_update"),
         (["optimizer.lr=1"], "sections: model, data"),

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mucode.data.types import TaskKind, TaskRecord
+from mucode.registry import Registry
 
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 CODE_INSTRUCTION = (
@@ -74,26 +75,22 @@ class Dropped:
 
 
 RowMapper = Callable[[dict[str, Any], int, RowOptions], "TaskRecord | Dropped"]
-SCHEMAS: dict[str, RowMapper] = {}
+SCHEMAS: Registry[RowMapper] = Registry("data schema")
+"""Row mappers by name (``data.format`` is validated against it, plus ``auto``)."""
 
 
 def register_schema(name: str) -> Callable[[RowMapper], RowMapper]:
-    """Register a row mapper under ``name``; duplicate names raise."""
+    """Register a row mapper under ``name``; duplicate names raise DuplicateNameError."""
 
     def decorate(fn: RowMapper) -> RowMapper:
-        if name in SCHEMAS:
-            raise ValueError(f"schema {name!r} is already registered")
-        SCHEMAS[name] = fn
-        return fn
+        return SCHEMAS.register(name, fn)
 
     return decorate
 
 
 def get_schema(name: str) -> RowMapper:
-    try:
-        return SCHEMAS[name]
-    except KeyError:
-        raise ValueError(f"unknown data schema {name!r}; valid: {sorted(SCHEMAS)} or 'auto'") from None
+    """The row mapper ``name``; raises UnknownNameError (a ValueError) listing the valid names."""
+    return SCHEMAS.get(name)
 
 
 def detect_schema(row: dict[str, Any], task: TaskKind) -> str:
@@ -110,7 +107,7 @@ def detect_schema(row: dict[str, Any], task: TaskKind) -> str:
         return "math"
     raise ValueError(
         f"cannot tell the schema of rows with keys {sorted(row)} for task {task!r}; "
-        f"pass schema=<one of {sorted(SCHEMAS)}>"
+        f"pass schema=<one of {', '.join(SCHEMAS.names())}>"
     )
 
 
