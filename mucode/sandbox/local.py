@@ -256,12 +256,8 @@ class LocalBackend(PooledBackend):
             await self._launch()
 
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
-        try:
-            info = await ep.ping_twice(timeout_s=3.0)  # a busy host can delay one ping
-            if info.get("ok") or not info.get("tampered", True):
-                return  # healthy, or a stuck slot the executor is replacing itself
-        except ExecutorError:
-            pass
+        if await self._probe(ep) is None:
+            return  # healthy, or a stuck slot the executor is replacing itself
         if self._pool is not None and ep.name in self._pool.endpoints:
             await self._pool.remove(ep.name)  # no new job goes there; restart in the background
             task = asyncio.create_task(self._restart())
