@@ -1,7 +1,7 @@
 """Fixtures of the trainer tests: a small random policy, reward plug-ins, data files, run helpers.
 
 The policy is a 2-layer Qwen2 with a BPE tokenizer trained on the toy prompts (built once per
-session with the functions of scripts/make_tiny_policy.py, no warm-up): its responses are random,
+session with mucode.assets.tiny_build, no warm-up): its responses are random,
 so the tests use reward *plug-ins* registered through the real ``mucode.rewards`` entry-point
 group (a dist-info directory on the path) to get mixed rewards, and a plug-in that raises for
 some items to exercise infrastructure failures.
@@ -9,9 +9,7 @@ some items to exercise infrastructure failures.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -70,19 +68,15 @@ def plugins_on_path(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random 2-layer policy with the toy tokenizer and chat template, saved in HF format."""
-    spec = importlib.util.spec_from_file_location("make_tiny_policy", REPO / "scripts" / "make_tiny_policy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_tiny_policy", module)
-    spec.loader.exec_module(module)
     import torch
 
+    from mucode.assets.tiny_build import build_model, build_tokenizer
     from mucode.data.toy import toy_tasks
 
     corpus = [m["content"] for task in ("math", "code") for r in toy_tasks(task) for m in r.messages]
-    tokenizer = module.build_tokenizer(corpus, 400)
+    tokenizer = build_tokenizer(corpus, 400)
     torch.manual_seed(0)
-    model = module.build_model(tokenizer, hidden=32, layers=2)
+    model = build_model(tokenizer, hidden=32, layers=2)
     out = tmp_path_factory.mktemp("policy") / "small"
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
