@@ -190,9 +190,12 @@ class EventWatch:
         self._thread.start()
 
     def _run(self) -> None:
+        since: int | None = None  # after a reconnect, replay what happened since the last event seen
+        pause = 1.0
         while not self._closed.is_set():
+            wait_s = 1.0  # a stream the engine ended cleanly (shutdown): try again soon
             try:
-                stream = self._engine._connect().api.events(decode=True, filters=self._filters)
+                stream = self._engine._connect().api.events(since=since, decode=True, filters=self._filters)
                 with self._lock:
                     if self._closed.is_set():
                         stream.close()
@@ -201,14 +204,15 @@ class EventWatch:
                 for event in stream:
                     if self._closed.is_set():
                         return
+                    since = event.get("time", since)
+                    pause = 1.0
                     self._loop.call_soon_threadsafe(self._on_event, event)
             except Exception as exc:  # noqa: BLE001 - a broken stream (engine restart, loop closed): retry
-                if self._closed.is_set():
+                if self._closed.is_set() or self._loop.is_closed():
                     return
-                if self._loop.is_closed():
-                    return
-                logger.warning("docker events stream broke (%r); reconnecting", exc)
-            self._closed.wait(1.0)
+                logger.warning("docker events stream broke (%r); reconnecting in %.0f s", exc, pause)
+                wait_s, pause = pause, min(30.0, pause * 2)
+            self._closed.wait(wait_s)
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop the stream and wait (bounded) for its thread to end."""
