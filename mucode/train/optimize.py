@@ -43,13 +43,14 @@ __all__ = ["Updater", "make_optimizer", "pack_micro_batches"]
 
 def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (no weight decay on biases and norms) with a constant lr after optional linear warm-up."""
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for name, p in model.named_parameters():
         if p.requires_grad:
             (no_decay if p.dim() < 2 or "norm" in name.lower() else decay).append(p)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=tuple(cfg.betas), foreach=False,
+        lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), foreach=False,
     )
     warmup = cfg.warmup_updates
     scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -17,7 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from mucode.cli import get_app
-from mucode.integrations.verl_config import write_verl_parquet
+from mucode.integrations.verl_config import VERL_LOSSES, write_verl_parquet
 from mucode.verifier.samples import to_item
 
 
@@ -105,3 +105,28 @@ def test_data_is_converted_when_no_train_files_are_given(tmp_path: Path) -> None
     assert train == (tmp_path / "train.parquet").resolve() and train.is_file()
     assert pq.read_table(train).num_rows > 0
     assert Path(cfg["actor_rollout_ref"]["model"]["path"]).joinpath("config.json").is_file()  # "tiny" resolved
+
+
+def test_objective_params_map_to_verl_keys_and_the_rest_is_warned_about() -> None:
+    from mucode.config import load_config
+    from mucode.integrations.verl_config import verl_settings, verl_warnings
+    from mucode.registry import UnknownNameError
+
+    def settings(overrides: list[str]) -> dict[str, object]:
+        return {k.rsplit(".", 1)[-1]: v for k, v in verl_settings(load_config(None, overrides))}
+
+    mu = settings(["algo.ratio_upper=3", "algo.veto_scope=suffix", "algo.aggregation=token-mean"])
+    assert (mu["loss_mode"], mu["clip_ratio_high"], mu["MUCODE_VETO_SCOPE"]) == ("mu_grpo", 2.0, "suffix")
+    assert mu["loss_agg_mode"] == "token-mean" and "loss_scale_factor" not in mu
+    m2 = settings(["algo.objective=m2po", "algo.mode=water_fill", "algo.aggregation=seq-mean-token-sum-norm",
+                   "algo.norm_length=4096"])
+    assert (m2["loss_mode"], m2["MUCODE_M2PO_MODE"], m2["loss_scale_factor"]) == ("m2po", "water_fill", 4096)
+    grpo = settings(["algo.objective=grpo", "algo.clip_high=0.28"])
+    assert (grpo["clip_ratio_low"], grpo["clip_ratio_high"], grpo["clip_ratio_c"]) == (0.2, 0.28, 1e9)
+    # parameters verl cannot take are named, not dropped silently
+    warned = verl_warnings(load_config(None, ["algo.objective=m2po", "algo.min_clip_low=0.2", "algo.max_abs_log_ratio=5"]))
+    assert any("algo.min_clip_low=0.2 has no verl equivalent" in w for w in warned)
+    assert any("algo.max_abs_log_ratio=5.0 has no verl equivalent" in w for w in warned)
+    with pytest.raises(UnknownNameError, match="valid names: grpo, m2po, mu_grpo"):
+        VERL_LOSSES.get("scaled_pg")
+
