@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mucode.sandbox import CodeJob, TestSpec, Verdict, make_backend  # noqa: E402
+from proctree import cpu_s  # noqa: E402  (bench/proctree.py)
 
 HELLO = "print('hello world')"
 A_PLUS_B = "a, b = map(int, input().split())\nprint(a + b)"
@@ -293,23 +294,11 @@ def main() -> None:
             leave_fair_cgroup()
 
 
-def _tree_cpu_s(pid: int) -> float:
-    """CPU seconds of a process and its descendants, reaped ones included (utime+stime+cutime+cstime)."""
-    total = 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total = sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return total
-    return total + sum(_tree_cpu_s(int(k)) for k in kids)
-
-
 def _executor_cpu_s(backend) -> float:  # type: ignore[no-untyped-def]
     """CPU seconds used so far by a backend's executors (the jail's process tree; the containers'
     cgroups). A measure that other load on a shared machine barely moves, unlike tests/s."""
     if backend.name == "local":
-        return _tree_cpu_s(backend._proc.pid)
+        return cpu_s(backend._proc.pid)
     total = 0.0
     for name in backend.container_names:
         cid = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True).stdout.strip()

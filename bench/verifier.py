@@ -86,7 +86,7 @@ async def bench_http(url: str, pid: int, items: list[dict], warmup: list[dict], 
                      concurrency: int) -> tuple[float, float, dict[str, int]]:
     """(items/s, CPU ms per item in the service's process tree, statuses) through /v1/verify."""
     from mucode.verifier.client import VerifierClient
-    from mucode.verifier.loadtest import cpu_s
+    from proctree import cpu_s
 
     client = VerifierClient(url, batch_size=batch, max_concurrency=concurrency, retries=0)
     try:
@@ -156,9 +156,9 @@ def bench_big_tests(mb: float, samples: int, backend: str, backend_options: dict
     import re
     import tracemalloc
 
-    from mucode.verifier.loadtest import cpu_s
     from mucode.verifier.session import VerifierSession
     from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES, canonical_json
+    from proctree import cpu_s
 
     n_tests = 12
     lengths = [int(mb * 1e6) // n_tests + k for k in range(n_tests)]
@@ -280,16 +280,12 @@ def main() -> None:
 
 
 def run_load_test(args: argparse.Namespace, backend_options: dict) -> None:
-    sys.path.insert(0, str(ROOT / "tests" / "verifier"))
-    from test_load import batch  # the same mixed batches as the CI load test
-
-    from mucode.verifier.loadtest import run_load
+    from loadgen import mixed_batch, run_load, wanted  # the same mixed batches as the CI load test
 
     service = Service(backend_options, args.math_workers)
     try:
-        report = asyncio.run(run_load(service.url, batch, rate_per_s=args.load_rate, duration_s=args.load_seconds,
-                                      check=lambda item, result: result["status"] == item["want"],
-                                      server_pid=service.proc.pid))
+        report = asyncio.run(run_load(service.url, mixed_batch, rate_per_s=args.load_rate,
+                                      duration_s=args.load_seconds, check=wanted, server_pid=service.proc.pid))
     finally:
         service.close()
     print(f"\nload test ({args.load_rate:g} req/s x 4 items, {args.load_seconds:g} s): {report.summary()}")

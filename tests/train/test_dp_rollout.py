@@ -17,6 +17,7 @@ import pytest
 from train_helpers import run_overrides, write_tasks
 
 from mucode.train.store import StageStore
+from proctree import descendants
 
 G = 4
 # 48-token responses: each group takes long enough that the kill lands inside stage 1 on a loaded machine
@@ -32,23 +33,6 @@ def _torchrun(args: list[str]) -> list[str]:
 
 def _env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (torchrun's workers start sessions of their own)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def _check_store(store_dir: Path, prompts: int) -> None:
@@ -78,7 +62,7 @@ def test_two_gloo_ranks_generate_data_parallel_and_resume_after_sigkill(
         while not list(stage1.glob("rank-*/shard-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         assert proc.poll() is None, f"the run ended before it could be killed: {log.read_text()[-3000:]}"
-        for pid in [*_descendants(proc.pid), proc.pid]:  # every rank, its verifier, and the launcher
+        for pid in [*descendants(proc.pid), proc.pid]:  # every rank, its verifier, and the launcher
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=30)

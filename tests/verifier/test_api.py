@@ -83,10 +83,10 @@ def test_a_failed_start_stops_what_started_and_says_why() -> None:
 
     import pytest
 
-    from mucode.verifier.loadtest import _tree
     from mucode.verifier.local import local_verifier
+    from proctree import tree
 
-    before = set(_tree(os.getpid()))
+    before = set(tree(os.getpid()))
     # The local sandbox starts (a jailed executor process), then the math workers cannot start
     # (1 MB of address space): the service must stop the sandbox again and report the failure.
     with pytest.raises(RuntimeError, match="did not start"), local_verifier(
@@ -95,6 +95,6 @@ def test_a_failed_start_stops_what_started_and_says_why() -> None:
     ):
         pass
     deadline = time.monotonic() + 10
-    while set(_tree(os.getpid())) - before and time.monotonic() < deadline:
+    while set(tree(os.getpid())) - before and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not set(_tree(os.getpid())) - before, "processes left behind by a failed start"
+    assert not set(tree(os.getpid())) - before, "processes left behind by a failed start"
