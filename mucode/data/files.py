@@ -54,6 +54,7 @@ __all__ = [
     "hub_data_files",
     "iter_file_rows",
     "iter_rows",
+    "json_lines",
     "list_dataset_files",
     "local_data_files",
     "read_rows",
@@ -199,13 +200,20 @@ def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
             lists = [v for v in whole.values() if isinstance(v, list)]
             yield from lists[0] if len(lists) == 1 and all(isinstance(r, dict) for r in lists[0]) else [whole]
             return
-    with path.open(encoding="utf-8") as handle:  # line by line: LiveCodeBench's files reach gigabytes
+    for _, row in json_lines(path):
+        yield row
+
+
+def json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of each non-blank line of a JSON Lines file, read line by line (LiveCodeBench's
+    files reach gigabytes); a line that is not JSON raises ValueError naming ``file:line``."""
+    with Path(path).open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if line.strip():
                 try:
-                    yield json.loads(line)
+                    yield number, json.loads(line)
                 except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{number}: not a JSON object ({err})") from err
+                    raise ValueError(f"{path}:{number}: not JSON ({err})") from err
 
 
 def _parquet_rows(path: Path) -> Iterator[dict[str, Any]]:

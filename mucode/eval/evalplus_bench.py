@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -273,13 +272,9 @@ def read_evalplus_samples(path: str | Path) -> tuple[dict[str, list[str]], Sampl
         return _read_samples_dir(Path(path))
     samples: dict[str, list[str]] = {}
     kinds: set[str] = set()
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not JSON ({err})") from err
+    from mucode.data.files import json_lines
+
+    for number, row in json_lines(path):
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{number}: expected a JSON object with task_id and solution/completion")
         kind = next((k for k in ("response", "solution", "completion") if isinstance(row.get(k), str)), None)

@@ -98,17 +98,13 @@ def read_samples_file(path: str | Path, id_key: str | tuple[str, ...] = "id") ->
     """
     keys = (id_key,) if isinstance(id_key, str) else id_key
     samples: dict[str, list[str]] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not JSON ({err})") from err
+    from mucode.data.files import json_lines
+
+    for number, row in json_lines(path):
         key = next((k for k in keys if isinstance(row, dict) and k in row), None)
         if key is None or not isinstance(row.get("response"), str):
             raise ValueError(
-                f'{path}:{number}: expected {{"{keys[0]}": ..., "response": "..."}}, got {line[:120]!r}'
+                f'{path}:{number}: expected {{"{keys[0]}": ..., "response": "..."}}, got {json.dumps(row)[:120]}'
             )
         samples.setdefault(str(row[key]), []).append(row["response"])
     if not samples:
