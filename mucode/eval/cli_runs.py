@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mucode.eval.cli_support import report_meta, say
 from mucode.eval.protocols import Protocol
@@ -83,7 +83,8 @@ def prepare_livecodebench(common: Any, protocol: Protocol, *, limit: int | None,
     release = release or protocol.release or "release_latest"
     files = release_files(release)
     style = prompt_style_name(prompt_style or protocol.prompt)
-    source, kind = None, "response"
+    source: Any = None
+    kind: Literal["response", "code"] = "response"
     if common.samples is not None:
         if is_lcb_generations(common.samples):
             source, kind = SamplesSource(read_lcb_generations(common.samples)), "code"
@@ -94,13 +95,13 @@ def prepare_livecodebench(common: Any, protocol: Protocol, *, limit: int | None,
         return evaluate_livecodebench(source, release=release, start_date=start_date, end_date=end_date,
                                       data_dir=data_dir, samples_per_problem=n or protocol.samples_for("livecodebench"),
                                       prompt_style=style, limit=limit, sample_kind=kind, revision=revision,
-                                      **kw)  # type: ignore[arg-type]  # fmt: skip
+                                      **kw)  # fmt: skip
 
     where = str(data_dir) if data_dir is not None else f"hf://datasets/{LCB_HUB_ID}@{revision or 'main'}"
     data = {"livecodebench": {"source": where, "release": release, "files": files, "start_date": start_date,
                               "end_date": end_date}}  # fmt: skip
     return CliJob(protocol, evaluate, f"LiveCodeBench {release}", style, lambda: data, source=source,
-                  upstream=lambda got, out: write_lcb_eval(got["livecodebench"], out) if "livecodebench" in got else [],
+                  upstream=lambda got, out: list(write_lcb_eval(got["livecodebench"], out)) if "livecodebench" in got else [],
                   upstream_dir=upstream_dir, upstream_label="LiveCodeBench")  # fmt: skip
 
 

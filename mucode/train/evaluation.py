@@ -164,11 +164,11 @@ class Evaluator:
         if not self.info.enabled:
             from mucode.rollout.hf import HFEngine
 
-            return HFEngine(unwrap(model), tokenizer, **settings)  # type: ignore[arg-type]
+            return HFEngine(unwrap(model), tokenizer, **settings)
         from mucode.rollout.factory import make_engine
 
         return make_engine("hf", str(policy_dir), dtype=self.cfg.model.dtype, device=str(self.info.device),
-                           **settings)  # type: ignore[arg-type]
+                           **settings)
 
     def _evaluate(self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int,
                   policy_dir: Path) -> dict[str, float]:
