@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -198,7 +199,7 @@ class StreamingJudge:
             chunk = fresh[start : start + self.settings.chunk_size]
             items = [Item.model_validate({**(part.item or {}), "id": f"{part.problem_id}#{part.index}#{part.part}"})
                      for part, _ in chunk]
-            self._futures.append(session.submit(items, lambda scored, chunk=chunk: self._record(chunk, scored)))
+            self._futures.append(session.submit(items, functools.partial(self._record, chunk)))
 
     def finish(self) -> dict[tuple[str, int, str], dict[str, Any]]:
         """Wait for every submitted part; re-raises what a verification raised (a 4xx: the service

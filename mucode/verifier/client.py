@@ -325,7 +325,7 @@ class VerifierClient:
         return len(batch.indices) > self.batch_size or body_length(prepared, batch) > self.max_request_bytes
 
     def _backoff(self, attempt: int) -> float:
-        return min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
+        return float(min(self.max_backoff_s, self.backoff_s * 2.0**attempt) * (0.5 + random.random() / 2))
 
 
 def _result(call: _Call, i: int) -> Result:

@@ -232,3 +232,11 @@ def test_items_with_infrastructure_status_are_resent_alone() -> None:
 
     assert count("verifier_error") == 3  # the slow item: first try + 2 retries
     assert count("correct") == 1  # the fast item was not sent again
+
+
+def test_the_old_retry_key_names_the_new_one() -> None:
+    from mucode.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"verifier.max_retries was renamed verifier.retries"):
+        load_config(None, ["verifier.max_retries=1"])
+    assert load_config(None, ["verifier.retries=1"]).verifier.retries == 1

@@ -89,7 +89,7 @@ async def score_request(request: VerifyRequest, verifier: Verifier, client_timeo
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(exc),
                             headers={"Retry-After": str(exc.retry_after_s)}) from None
     try:
-        limit = answer_within(settings.request_timeout_s, client_timeout_s)
-        return await verifier.verify(request.items, timeout_s=limit)
+        within = answer_within(settings.request_timeout_s, client_timeout_s)
+        return await verifier.verify(request.items, timeout_s=within)
     finally:
         verifier.release(n)
