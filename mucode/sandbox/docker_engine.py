@@ -32,6 +32,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -195,6 +196,7 @@ class EventWatch:
         while not self._closed.is_set():
             wait_s = 1.0  # a stream the engine ended cleanly (shutdown): try again soon
             try:
+                since = since if since is not None else int(time.time())
                 stream = self._engine._connect().api.events(since=since, decode=True, filters=self._filters)
                 with self._lock:
                     if self._closed.is_set():

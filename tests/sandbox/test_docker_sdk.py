@@ -123,6 +123,21 @@ def test_a_dead_container_is_noticed_from_the_events_stream() -> None:
 
 
 @pytest.mark.docker
+def test_a_death_while_the_events_stream_reconnects_is_not_lost() -> None:
+    """The stream breaks (as when the engine restarts) and the container dies before it is back: the
+    reconnected stream replays events since the last one seen, so the death still reaches the pool."""
+    h = Handle("docker", containers=1, slots_per_container=1, uid_base=11250, health_interval_s=3600)
+    try:
+        (name,) = h.backend.container_names  # type: ignore[attr-defined]
+        h.backend._events._stream.close()  # type: ignore[attr-defined]  # the watcher waits 1 s, then reconnects
+        _docker("kill", name)
+        _wait_until(lambda: h.backend.replaced >= 1 and name not in h.backend.container_names  # type: ignore[attr-defined]
+                    and h.health()["ok"], 90, "the replacement")
+    finally:
+        h.close()
+
+
+@pytest.mark.docker
 def test_sdk_calls_run_off_the_event_loop() -> None:
     """An SDK call that blocks until a coroutine on the same loop releases it: it completes only if
     the call runs in a worker thread (on the loop it would wait out its 30 s and return False)."""
