@@ -11,6 +11,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -52,6 +53,20 @@ def verify(url: str, items: list[dict], timeout: float = 120) -> list[dict]:
     r = httpx.post(f"{url}/v1/verify", json={"items": items}, timeout=timeout)
     assert r.status_code == 200, r.text
     return r.json()["results"]
+
+
+def busy_slots(url: str) -> int:
+    sandbox = httpx.get(f"{url}/readyz", timeout=30).json()["sandbox"]
+    return int(sandbox["pool_size"] - sandbox["idle"])
+
+
+def wait_all_busy(url: str, pool_size: int, request: Future, timeout_s: float = 120) -> None:
+    """Polls /readyz until every slot of the pool is busy at once; fails if ``request`` ends first."""
+    deadline = time.monotonic() + timeout_s
+    while busy_slots(url) < pool_size:
+        assert not request.done(), "the request finished without its programs ever running all at once"
+        assert time.monotonic() < deadline, f"the {pool_size} slots were never all busy within {timeout_s} s"
+        time.sleep(0.05)
 
 
 def wait_ready(url: str, pool_size: int, timeout_s: float = 90) -> dict:
@@ -109,16 +124,20 @@ def test_math_equivalences(url: str) -> None:
 
 
 def test_mixed_batch_is_verified_concurrently(url: str) -> None:
-    sleepy = "```python\nimport time\ntime.sleep(1.0)\nprint(3)\n```"
+    """The four programs of one request occupy the pool's four slots at the same moment (seen through
+    /readyz while they sleep), not one after another."""
+    sleepy = "```python\nimport time\ntime.sleep(6.0)\nprint(3)\n```"
     tests = {"format": "stdio", "inputs": ["\n"], "outputs": ["3\n"]}
-    items = [code(f"c{i}", sleepy, tests) for i in range(4)] + [math(f"m{i}", f"\\boxed{{{i}}}", 1) for i in range(4)]
-    t0 = time.perf_counter()
-    results = verify(url, items)
-    wall = time.perf_counter() - t0
+    items = [code(f"c{i}", sleepy, tests, time_limit_s=60) for i in range(4)]
+    items += [math(f"m{i}", f"\\boxed{{{i}}}", 1) for i in range(4)]
+    wait_ready(url, pool_size=4)
+    with ThreadPoolExecutor(1) as pool:
+        request = pool.submit(verify, url, items, 300)
+        wait_all_busy(url, 4, request)
+        results = request.result(timeout=300)
     assert [r["id"] for r in results] == [it["id"] for it in items]
     assert [r["status"] for r in results[:4]] == ["correct"] * 4
     assert [r["status"] for r in results[4:]] == ["wrong_answer", "correct", "wrong_answer", "wrong_answer"]
-    assert wall < 3.9, f"4 one-second programs on 4 slots took {wall:.1f} s: not run concurrently"
 
 
 def test_pathological_math_times_out_while_the_rest_is_verified(url: str) -> None:
@@ -187,20 +206,18 @@ def test_killed_container_jobs_are_rerun_and_the_pool_recovers(url: str) -> None
     # this service's containers (other pools of this test process, e.g. session fixtures, may be up too)
     victims = sorted(wait_ready(url, pool_size=4)["sandbox"]["executors"])
     assert len(victims) == 2 and set(victims) <= set(owned_containers()), victims
-    sleepy = "```python\nimport time\ntime.sleep(4)\nprint(3)\n```"
+    # the programs sleep long enough that the kill, sent once all four are seen running, lands mid-job
+    sleepy = "```python\nimport time\ntime.sleep(12)\nprint(3)\n```"
     tests = {"format": "stdio", "inputs": ["\n"], "outputs": ["3\n"]}
-    items = [code(f"c{i}", sleepy, tests, time_limit_s=10) for i in range(4)]
+    items = [code(f"c{i}", sleepy, tests, time_limit_s=60) for i in range(4)]
 
-    with httpx.Client(timeout=120) as client:
-        import threading
-
-        box: dict[str, httpx.Response] = {}
-        thread = threading.Thread(target=lambda: box.update(r=client.post(f"{url}/v1/verify", json={"items": items})))
-        thread.start()
-        time.sleep(1.5)  # all four programs are sleeping in the two containers now
+    with ThreadPoolExecutor(1) as pool:
+        request = pool.submit(verify, url, items, 300)
+        wait_all_busy(url, 4, request)  # all four programs are sleeping in the two containers now
         subprocess.run(["docker", "kill", victims[0]], check=True, capture_output=True)
-        thread.join(120)
-    statuses = [r["status"] for r in box["r"].json()["results"]]
+        assert not request.done(), "the programs ended before the kill landed (it tested nothing)"
+        results = request.result(timeout=300)
+    statuses = [r["status"] for r in results]
     assert statuses == ["correct"] * 4, statuses  # the killed container's two jobs ran again elsewhere
 
     ready = wait_ready(url, pool_size=4)
