@@ -49,6 +49,7 @@ __all__ = [
     "VerifierConfig",
     "batch_plan",
     "load_config",
+    "ObjectiveParamError",
     "objective_param_keys",
     "preset_names",
     "STORE_KEYS",
@@ -222,16 +223,25 @@ def objective_params(name: str, values: Any) -> Any:
     unknown = sorted(set(values) - set(objective.param_names()))
     if unknown:
         own = ", ".join(k for k in AlgoConfig.model_fields if k != "params")
-        raise ValueError(
-            f"{', '.join(unknown)}: not a parameter of algo.objective={name} ({objective.params_type.__name__}); "
-            f"its parameters: {', '.join(objective.param_names())} (other algo keys: {own})"
+        raise ObjectiveParamError(
+            ", ".join(unknown),
+            f"not a parameter of algo.objective={name} ({objective.params_type.__name__}); "
+            f"its parameters: {', '.join(objective.param_names())} (other algo keys: {own})",
         )
     try:
         return TypeAdapter(objective.params_type).validate_python(dict(values))
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}") from None
+        key = ".".join(str(p) for p in first["loc"]) or None  # None: a check across parameters
+        raise ObjectiveParamError(key, first["msg"].removeprefix("Value error, ")) from None
+
+
+class ObjectiveParamError(ValueError):
+    """An objective parameter that is unknown or invalid; ``key`` names it (None: several at once)."""
+
+    def __init__(self, key: str | None, detail: str) -> None:
+        super().__init__(f"{key}: {detail}" if key else detail)
+        self.key, self.detail = key, detail
 
 
 def _nest_params(algo: dict[str, Any]) -> dict[str, Any]:
@@ -534,6 +544,9 @@ def _format_error(err: ValidationError) -> str:
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "config"
         msg = e["msg"].removeprefix("Value error, ")
+        cause = e.get("ctx", {}).get("error")
+        if isinstance(cause, ObjectiveParamError) and cause.key:  # as the user wrote it: algo.KEY
+            loc, msg = f"algo.{cause.key}", cause.detail
         if e["type"] == "extra_forbidden":
             section = MucodeConfig
             for p in e["loc"][:-1]:
