@@ -36,6 +36,7 @@ from pydantic import (
 from mucode.algo.modes import StdEstimator
 
 __all__ = [
+    "STORE_KEYS",
     "AlgoConfig",
     "BatchConfig",
     "ConfigError",
@@ -43,16 +44,15 @@ __all__ = [
     "EvalConfig",
     "ModelConfig",
     "MucodeConfig",
+    "ObjectiveParamError",
     "OptimConfig",
     "RolloutConfig",
     "TrainConfig",
     "VerifierConfig",
     "batch_plan",
     "load_config",
-    "ObjectiveParamError",
     "objective_param_keys",
     "preset_names",
-    "STORE_KEYS",
     "store_key_changes",
 ]
 
