@@ -201,3 +201,25 @@ def test_unknown_names_in_a_yaml_file_are_one_line_listing_the_valid_ones(tmp_pa
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_plugin_engine_is_selectable_and_built_by_name(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real ``mucode.engines`` entry point (a dist-info on sys.path) is a valid `rollout.engine`."""
+    from mucode.rollout.factory import ENGINES, make_engine
+
+    (tmp_path / "echo_engine.py").write_text(
+        "def build(model_path, **settings):\n    return ('echo-engine', model_path, settings['max_new_tokens'])\n")
+    info = tmp_path / "echo_engine-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-engine\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[mucode.engines]\necho = echo_engine:build\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ENGINES.refresh()
+    try:
+        assert load_config(None, ["rollout.engine=echo"]).rollout.engine == "echo"
+        assert make_engine("echo", "some/model", max_new_tokens=7) == ("echo-engine", "some/model", 7)
+    finally:
+        monkeypatch.undo()
+        ENGINES.refresh()
+    with pytest.raises(ConfigError, match="unknown rollout engine 'echo'"):
+        load_config(None, ["rollout.engine=echo"])
