@@ -223,3 +223,13 @@ def test_a_plugin_engine_is_selectable_and_built_by_name(tmp_path, monkeypatch: 
         ENGINES.refresh()
     with pytest.raises(ConfigError, match="unknown rollout engine 'echo'"):
         load_config(None, ["rollout.engine=echo"])
+
+
+def test_importing_the_config_does_not_import_torch() -> None:
+    """`mucode --help` and `import mucode.config` stay light; torch comes with the first config load."""
+    import subprocess
+    import sys
+
+    code = ("import sys, mucode.config, mucode.algo.modes; assert 'torch' not in sys.modules, 'torch imported'; "
+            "mucode.config.load_config(None, ['algo.objective=grpo']); assert 'torch' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
