@@ -20,7 +20,7 @@ from sandbox_helpers import Handle, slot_processes, stdio_job
 from mucode.sandbox import Verdict, make_backend
 from mucode.sandbox.docker import LABEL
 
-SLEEPER = "import time\ntime.sleep(4)\nprint(1)"  # still running when the breaker fires (1 s)
+SLEEPER = "import time\ntime.sleep(6)\nprint(1)"  # still running when the breaker fires (once it is seen busy)
 BENIGN = stdio_job("print(int(input()) + 1)", ["41\n"], ["42"])
 
 
@@ -37,11 +37,17 @@ def _wait_until(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-u
 
 
 def _in_flight_then(h: Handle, breaker) -> object:  # type: ignore[no-untyped-def]
-    """Start a long job, break its executor while it runs, return the job's result."""
+    """Start a long job, break its executor once the job holds a slot, return the job's result."""
     fut = asyncio.run_coroutine_threadsafe(h.backend.judge(stdio_job(SLEEPER, [""], ["1"], time_limit_s=20)), h.loop)
-    time.sleep(1.0)
+
+    def busy() -> bool:
+        health = h.health()
+        return bool(health["idle"] < health["pool_size"])
+
+    _wait_until(lambda: fut.done() or busy(), 60, "the job to hold a slot")
+    assert not fut.done(), f"the job ended before its executor could be broken: {fut.result()}"
     breaker()
-    return fut.result(60)
+    return fut.result(120)
 
 
 @pytest.mark.docker
