@@ -146,6 +146,35 @@ def test_a_failing_connection_is_sent_exactly_one_plus_retries_times(retries: in
     assert f"after {1 + retries} sends (1 + {retries} re-sends, retries={retries})" in caplog.text
 
 
+@pytest.mark.parametrize("retries", [0, 2])
+def test_the_trainer_and_the_evaluators_send_a_crashing_item_1_plus_n_times_too(
+        counting: tuple[str, CountingProgram], retries: int) -> None:
+    """The trainer's pipeline and the evaluators' judge add no retry loop of their own: the same
+    1 + N sends reach the service, and the trainer's ``verifier/resends`` figure says N."""
+    from mucode.eval.judge import Part, VerifierOptions, judge_parts
+    from mucode.eval.store import RunStore
+    from mucode.train.verify import VerifyPipeline
+
+    url, program = counting
+    crash = {"id": f"crash-train-{retries}", "program": "counting", "response": "x", "spec": {"status": "sandbox_error"}}
+    fine = {"id": f"fine-train-{retries}", "program": "counting", "response": "x"}
+    with VerifyPipeline([url], retries=retries, backoff_s=0.01) as pipeline:
+        pipeline.submit("group", [crash, fine])
+        (group,) = list(pipeline.drain())
+    assert program.calls[crash["id"]] == 1 + retries and program.calls[fine["id"]] == 1
+    assert group.masked == [True, False] and group.statuses == ["sandbox_error", "correct"]
+    assert pipeline.resends == retries and group.retries == retries and pipeline.infra_failures == 1
+
+    parts = [Part(f"crash-eval-{retries}", 0, "only", {"program": "counting", "response": "x",
+                                                      "spec": {"status": "verifier_error"}}),
+             Part(f"fine-eval-{retries}", 0, "only", {"program": "counting", "response": "y"})]
+    verdicts = judge_parts(parts, RunStore(None, {}), VerifierOptions(urls=[url], retries=retries))
+    sent = {item_id: n for item_id, n in program.calls.items() if str(item_id).endswith(f"-eval-{retries}#0#only")}
+    assert sent == {f"crash-eval-{retries}#0#only": 1 + retries, f"fine-eval-{retries}#0#only": 1}
+    assert verdicts[(f"crash-eval-{retries}", 0, "only")]["status"] == "verifier_error"
+    assert verdicts[(f"crash-eval-{retries}", 0, "only")]["reward"] is None  # never a score
+
+
 def test_no_resend_starts_after_the_retry_window(counting: tuple[str, CountingProgram]) -> None:
     url, program = counting
     with VerifierSession(url, retries=50, retry_window_s=0.0, backoff_s=0.01) as session:
