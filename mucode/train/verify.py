@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.verifier.client import Scored
-from mucode.verifier.protocol import Status
+from mucode.verifier.protocol import Item, Status
 from mucode.verifier.session import VerifierSession
 
 __all__ = ["GroupVerdicts", "VerifyPipeline", "verifier_urls"]
@@ -75,7 +75,7 @@ class VerifyPipeline:
         self.infra_failures = 0
         self.resends = 0
 
-    def submit(self, key: Any, items: list[dict[str, Any]], payload: Any = None) -> None:
+    def submit(self, key: Any, items: Sequence[Item | Mapping[str, Any]], payload: Any = None) -> None:
         """Queue one group's verifier items and return at once, unless ``max_pending`` groups are
         already held (submitted, not yet collected): then wait for the oldest, so a generator faster than
         the verifier holds a bounded number of groups in memory, whatever the stage size."""
