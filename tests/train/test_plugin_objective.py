@@ -95,3 +95,13 @@ def test_plugin_objective_params_are_its_own(objective_plugin: Path) -> None:
     assert "weight" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ConfigError, match=r"valid names: counting, grpo, m2po, mu_grpo"):
         load_config(None, ["algo.objective=sgd"])
+
+
+def test_verl_config_refuses_a_plugin_objective_in_one_line(objective_plugin: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mucode.cli import get_app
+
+    result = CliRunner().invoke(get_app(), ["verl-config", "algo.objective=counting"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == "algo.objective=counting has no verl loss; verl-config supports grpo, m2po, mu_grpo"
