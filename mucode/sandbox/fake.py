@@ -34,6 +34,7 @@ from typing import Any
 
 from mucode.sandbox.pooled import build_request
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, Verdict
+from mucode.verifier.protocol import SANDBOX_VERDICTS
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +52,11 @@ def _entry(value: str | Mapping[str, Any], where: str) -> dict[str, Any]:
     entry = {"verdict": value} if isinstance(value, str) else dict(value)
     try:
         entry["verdict"] = Verdict(entry["verdict"])
+        if entry["verdict"] not in SANDBOX_VERDICTS:
+            raise ValueError(entry["verdict"])
     except (KeyError, ValueError):
         raise ValueError(f"fake sandbox backend: {where} needs a verdict, one of "
-                         f"{', '.join(v.value for v in Verdict)}; got {value!r}") from None
+                         f"{', '.join(v.value for v in Verdict if v in SANDBOX_VERDICTS)}; got {value!r}") from None
     return entry
 
 

@@ -19,10 +19,11 @@ from mucode.sandbox.asserts import AssertPlan
 from mucode.sandbox.checkers import check
 from mucode.sandbox.client import Endpoint, ExecutorError, ExecutorRejected, SlotPool
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, Verdict
+from mucode.verifier.protocol import SANDBOX_VERDICTS
 
 logger = logging.getLogger(__name__)
 
-_STATUS_TO_VERDICT = {v.value: v for v in Verdict}
+_STATUS_TO_VERDICT = {v.value: v for v in SANDBOX_VERDICTS}
 
 
 def build_request(job: CodeJob, plan: AssertPlan | None = None) -> dict[str, Any]:

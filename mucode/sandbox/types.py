@@ -15,7 +15,8 @@ from mucode.verifier.protocol import Status
 Verdict = Status
 """The sandbox's name for mucode's one status enum (:class:`mucode.verifier.protocol.Status`): a job
 or test gets ``correct`` … ``compile_error`` or ``sandbox_error`` (an infrastructure failure, never a
-reward); the item-level statuses (``no_code``, ``no_answer``, ``verifier_error``) are never a verdict."""
+reward); the item-level statuses (``no_code``, ``no_answer``, ``verifier_error``) are never a verdict
+(``mucode.verifier.protocol.SANDBOX_VERDICTS`` lists the ones that are)."""
 
 
 TestFormat = Literal["stdio", "call", "assert"]

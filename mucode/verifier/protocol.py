@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "INFRA_STATUSES",
+    "SANDBOX_VERDICTS",
     "ErrorResponse",
     "Item",
     "Result",
@@ -54,6 +55,11 @@ class Status(str, Enum):
 INFRA_STATUSES: frozenset[Status] = frozenset({Status.verifier_error, Status.sandbox_error})
 """Statuses that mean "the verifier could not decide": never a reward, masked by the trainer.
 Members compare equal to their string values, so ``"sandbox_error" in INFRA_STATUSES`` holds."""
+
+
+SANDBOX_VERDICTS: frozenset[Status] = frozenset(Status) - {Status.no_code, Status.no_answer, Status.verifier_error}
+"""The statuses a sandbox gives a job or a test (the sandbox's ``Verdict``s): the item-level ones
+(``no_code``, ``no_answer``) and the service's ``verifier_error`` are never a sandbox verdict."""
 
 
 def is_infra(status: str | Status) -> bool:
