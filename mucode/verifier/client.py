@@ -9,7 +9,8 @@
   connection failure, a timeout, HTTP 408/429/5xx, an answer that is not the service's, or a result
   with an infrastructure status (``verifier_error``/``sandbox_error``; only those items are re-sent).
   Each item is sent at most ``1 + retries`` times, and no re-send starts later than
-  ``retry_window_s`` after the call began. The counts are kept honestly: ``Scored.sends`` (per item)
+  ``retry_window_s`` after the call's first send (waiting for a send slot behind other calls does
+  not count). The counts are kept honestly: ``Scored.sends`` (per item)
   and ``VerifierClient.stats`` count every send of every item; re-sends are logged.
 - A 4xx is the caller's mistake: it raises ``VerifierRequestError`` with the server's message; it is
   never retried.
@@ -118,6 +119,8 @@ class _Call:
     sends: list[int]
     retry_after_s: float = 0.0
     """The longest ``Retry-After`` the service asked for in the current round."""
+    first_send: float | None = None
+    """``time.monotonic()`` when the call's first request left (the retry window starts there)."""
 
 
 @dataclass
@@ -171,8 +174,8 @@ class VerifierClient:
         max_request_bytes: int | None = None,
     ) -> None:
         """``timeout_s`` bounds each send (connect to last byte); ``retries`` is how many times an item is
-        sent again after an infrastructure failure; ``retry_window_s`` bounds, from the start of a call,
-        when a re-send may still start; ``max_request_bytes`` caps each body (None:
+        sent again after an infrastructure failure; ``retry_window_s`` bounds, from the call's first
+        send, when a re-send may still start; ``max_request_bytes`` caps each body (None:
         ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default cap)."""
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         urls = [u.strip() for url in urls for u in url.split(",") if u.strip()]
@@ -221,7 +224,7 @@ class VerifierClient:
             if not pending or attempt == self.retries:
                 break
             delay = max(self._backoff(attempt), min(self.max_backoff_s, call.retry_after_s))
-            if time.monotonic() - start + delay > self.retry_window_s:
+            if time.monotonic() - (call.first_send or start) + delay > self.retry_window_s:
                 logger.warning("verifier: not re-sending %d items: the retry window of %g s (retry_window_s) is "
                                "over after %d sends", len(pending), self.retry_window_s, attempt + 1)
                 break
@@ -270,6 +273,8 @@ class VerifierClient:
         try:
             async with state.slots:
                 self._count(call, batch, +1)  # counted when it leaves, so a send answered 4xx counts too
+                if call.first_send is None:
+                    call.first_send = time.monotonic()
                 results = await self._post(state.http, call, batch)
         except _Recut:  # raises RequestTooLargeError if one item cannot fit the server's cap
             self._count(call, batch, -1)  # a send refused for its size only is not one of the item's sends
