@@ -72,7 +72,8 @@ SPLIT_ALIASES: dict[str, tuple[str, ...]] = {
 }
 _KNOWN_SPLIT_WORDS = {alias for aliases in SPLIT_ALIASES.values() for alias in aliases}
 _BATCH_ROWS = 64
-"""Rows decoded to Python at a time (a code_contests row can hold megabytes of tests)."""
+"""Rows decoded to Python at a time, unless they hold more than ``_BATCH_BYTES`` together."""
+_BATCH_BYTES = 32 << 20
 _OFFLINE_HINT = ("Offline, download the repository's files elsewhere and pass their local directory "
                  "instead (--data-dir for benchmarks, data.source for training)")
 
@@ -175,7 +176,11 @@ def _datasets_rows(path: Path, builder: str) -> Iterator[dict[str, Any]]:
     loaded = datasets.load_dataset(builder, data_files=[str(path)], split="train", streaming=True, **options)
     # Arrow batches turned into rows here: iterating the dataset row by row costs ~10x (per-row decoding)
     for table in loaded.with_format("arrow").iter(batch_size=_BATCH_ROWS):
-        yield from table.to_pylist()
+        if table.nbytes <= _BATCH_BYTES:
+            yield from table.to_pylist()
+        else:  # large rows (LiveCodeBench's tests reach 100s of MB): one at a time into Python
+            for index in range(table.num_rows):
+                yield table.slice(index, 1).to_pylist()[0]
 
 
 def _has_nested_null(row: dict[str, Any]) -> bool:

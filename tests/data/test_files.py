@@ -129,3 +129,13 @@ def test_local_files_load_offline_with_no_network(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines == [["m.parquet", 5, {"answer": "0"}], ["m.jsonl", 5, {"answer": "0"}]]
+
+
+def test_rows_too_large_for_one_batch_read_back_the_same(tmp_path: Path) -> None:
+    # 64 rows of ~0.6 MB exceed the layer's 32 MB batch budget: they are converted one at a time
+    rows = [{"id": i, "tests": f"{i}:" + "x" * 600_000} for i in range(80)]
+    path = tmp_path / "big_rows.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    assert [(r["id"], r["tests"][:4], len(r["tests"])) for r in iter_rows([path])] == [
+        (r["id"], r["tests"][:4], len(r["tests"])) for r in rows
+    ]
