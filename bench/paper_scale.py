@@ -195,7 +195,7 @@ def run_stage(out: Path, *, prompts: int, samples: int, prompts_per_update: int,
     store = StageStore.open(store_dir)
     times["store open (checksums)"] = time.perf_counter() - start
     figures["store_bytes"] = sum(p.stat().st_size for p in store_dir.iterdir())
-    figures["store_shards"] = len(store.manifest["shards"])
+    figures["store_shards"] = len(store.manifest.shards)
     mu = prompts // prompts_per_update
 
     cfg = load_config("tiny", ["batch.micro_batch_tokens=16384", "train.log_entropy=false"])

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["TrainerState", "Checkpointer", "capture_rng", "restore_rng"]
+__all__ = ["Checkpoint", "Checkpointer", "TrainerState", "capture_rng", "restore_rng"]
 
 
 @dataclass
@@ -51,6 +51,20 @@ class TrainerState:
     """Accumulated wall-clock seconds per phase (``time/rollout`` …) over the run so far."""
     stage_times: list[dict[str, float]] = field(default_factory=list)
     """Per finished stage: its phase times and counts, for the summary table."""
+
+
+@dataclass
+class Checkpoint:
+    """One checkpoint as :meth:`Checkpointer.load` reads it back (everything on CPU)."""
+
+    path: Path
+    state: TrainerState
+    model: dict[str, torch.Tensor]
+    """The full (unsharded) model state dict, in ``model.master_dtype``."""
+    optimizer: dict[str, Any]
+    """The full optimizer state dict (gathered to rank 0 under FSDP when saved)."""
+    rng: dict[str, Any]
+    """Python, numpy, torch and CUDA RNG states (:func:`capture_rng`)."""
 
 
 def capture_rng() -> dict[str, Any]:
@@ -119,10 +133,12 @@ class Checkpointer:
                 shutil.rmtree(old, ignore_errors=True)
 
     @staticmethod
-    def load(path: Path) -> tuple[TrainerState, dict[str, torch.Tensor], dict[str, Any], dict[str, Any]]:
-        """Returns (state, model state dict, optimizer state dict, rng state)."""
-        state = TrainerState(**json.loads((path / "state.json").read_text()))
-        model_state = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
-        optim_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True)
-        rng = torch.load(path / "rng.pt", map_location="cpu", weights_only=False)
-        return state, model_state, optim_state, rng
+    def load(path: Path) -> Checkpoint:
+        """The checkpoint in ``path`` (a directory :meth:`save` wrote)."""
+        return Checkpoint(
+            path=path,
+            state=TrainerState(**json.loads((path / "state.json").read_text())),
+            model=torch.load(path / "model.pt", map_location="cpu", weights_only=True),
+            optimizer=torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True),
+            rng=torch.load(path / "rng.pt", map_location="cpu", weights_only=False),
+        )

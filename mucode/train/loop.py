@@ -1,9 +1,11 @@
-"""The staged trainer, top to bottom: for each stage, generate → verify → store → optimize →
-checkpoint → hand over.
+"""The staged trainer, top to bottom: prepare, then for each stage generate → verify → store → optimize →
+checkpoint → hand over, then finish.
 
-Everything a stage needs is here in order; the pieces sit behind narrow interfaces in sibling
-modules (``rollout_phase`` for generate+verify+store, ``optimize`` for one update, ``store``,
-``checkpoint``, ``logger``). Restart rules:
+:func:`run_training` is the story; each phase is a function below it, over one :class:`TrainingRun`
+(``prepare``: checks, data, policy, resume; ``rollout_runner``/``rollout_phase``: generate+verify+store;
+``optimize``: one update; ``output``: what rank 0 prints and writes; ``summary``: the arithmetic).
+The engine and the verifier can be passed in (``engine_factory``, ``verifier``); by default they are
+the ones the config names. Restart rules:
 
 - a stage whose store is complete is never generated again; an incomplete store is finished (only
   its missing groups are generated) with the policy of the stage's start;
@@ -17,44 +19,36 @@ wrapping around (with a new order) when the data set is smaller than the run nee
 
 from __future__ import annotations
 
-import json
-import logging
+import contextlib
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-import yaml
 from tqdm import tqdm
 
-from mucode.config import MucodeConfig, batch_plan
+from mucode.config import MucodeConfig
 from mucode.data.types import TaskRecord
-from mucode.train.checkpoint import Checkpointer, TrainerState, restore_rng
-from mucode.train.distributed import (
-    barrier,
-    full_state_dict,
-    init_distributed,
-    load_optimizer_state,
-    optimizer_state,
-    wrap_model,
-)
-from mucode.train.evaluation import Evaluator, prune_policies
-from mucode.train.logger import MetricsLogger
-from mucode.train.optimize import Updater, make_optimizer
-from mucode.train.policy import load_policy, resolve_model_path
-from mucode.train.precision import Precision
-from mucode.train.preflight import ResumeError, check_run, drop_long_prompts
-from mucode.train.rollout_runner import StageRollout
-from mucode.train.store import StageStore
-from mucode.train.summary import write_summary
+from mucode.seeds import SeedPurpose, derive_seed
+from mucode.train.checkpoint import TrainerState
+from mucode.train.distributed import barrier, init_distributed
+from mucode.train.preflight import ResumeError
+from mucode.train.prepare import TrainingRun, Verifier, final_dir, final_pending, open_verifier, prepare_run
+from mucode.train.rollout_runner import EngineFactory
+from mucode.train.store import StageStore, StoreManifest
+from mucode.train.summary import run_totals, stage_line, stage_record
 
 __all__ = ["ResumeError", "RunResult", "run_training", "stage_prompts"]
 
-logger = logging.getLogger(__name__)
+UpdateHook = Callable[[TrainerState], None]
+"""Called on every rank after each update is complete (logged, checkpointed and evaluated when due)."""
+
+
+def _no_hook(state: TrainerState) -> None:
+    pass
 
 
 @dataclass
@@ -62,6 +56,42 @@ class RunResult:
     run_dir: Path
     state: TrainerState
     summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StageClock:
+    """One stage's number, start and phase times (``time/rollout`` …, ``time/total``)."""
+
+    stage: int
+    start: float = field(default_factory=time.perf_counter)
+    times: dict[str, float] = field(default_factory=dict)
+
+
+def run_training(
+    cfg: MucodeConfig, *, resume: bool = False, records: list[TaskRecord] | None = None,
+    verifier: Verifier | None = None, engine_factory: EngineFactory | None = None, on_update: UpdateHook = _no_hook,
+) -> RunResult:
+    """Run (or resume) the staged trainer described by ``cfg``; returns where its outputs are.
+
+    ``verifier``: score through it (the caller closes it; default :func:`open_verifier`); ``engine_factory``:
+    the engine of each stage (default: ``rollout.engine``); ``on_update``: see :data:`UpdateHook`."""
+    run = prepare_run(cfg, init_distributed(cfg.train.device), resume=resume, records=records,
+                      engine_factory=engine_factory)
+    with contextlib.ExitStack() as stack:
+        stack.callback(run.close)
+        verify = verifier if verifier is not None else stack.enter_context(open_verifier(cfg))
+        while run.state.stage < cfg.batch.num_stages:
+            clock = StageClock(run.state.stage)
+            rollout = generate(run, clock, verify)
+            store = StageStore.open(stage_dir(run.run_dir, clock.stage))  # checksums verified: corrupt stops here
+            recent_rewards = optimize(run, clock, store, verify, on_update)
+            hand_over(run, clock, store, rollout, recent_rewards)
+        finish(run, verify)
+    return summarize(run)
+
+
+def stage_dir(run_dir: Path, stage: int) -> Path:
+    return run_dir / "stages" / f"stage-{stage:04d}"
 
 
 def stage_prompts(records: list[TaskRecord], stage: int, per_stage: int, seed: int) -> list[tuple[int, TaskRecord]]:
@@ -76,287 +106,128 @@ def stage_prompts(records: list[TaskRecord], stage: int, per_stage: int, seed: i
         order = orders.get(epoch)
         if order is None:
             order = orders[epoch] = list(range(n))
-            random.Random(seed * 1_000_003 + epoch).shuffle(order)
+            random.Random(derive_seed(seed, SeedPurpose.PROMPT_ORDER, index=epoch)).shuffle(order)
         out.append((slot, records[order[index]]))
     return out
 
 
-def _load_records(cfg: MucodeConfig) -> list[TaskRecord]:
-    from mucode.data.loader import load_tasks
-
-    source = cfg.data.source or "default"
-    return load_tasks(source, cfg.data.task, split=cfg.data.split, limit=cfg.data.limit,
-                      instruction=cfg.data.instruction, schema=cfg.data.format, columns=cfg.data.columns)
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def run_training(
-    cfg: MucodeConfig, *, resume: bool = False, records: list[TaskRecord] | None = None,
-) -> RunResult:
-    """Run (or resume) the staged trainer described by ``cfg``; returns where its outputs are."""
-    info = init_distributed(cfg.train.device)
-    run_dir = cfg.run_path()
-    check_run(cfg, run_dir, resume)  # every check on the config runs before anything is written
-    plan = batch_plan(cfg)
-    b = cfg.batch
-    prompts_per_stage = b.prompts_per_update * b.updates_per_stage
-
-    if cfg.train.cpu_threads is not None:
-        torch.set_num_threads(cfg.train.cpu_threads)
-    _seed_everything(cfg.train.seed)
-    records = records if records is not None else _load_records(cfg)
-    base_path = resolve_model_path(cfg.model.path)
-    model, tokenizer = load_policy(base_path, dtype=cfg.model.master_dtype, device=info.device,
-                                   trust_remote_code=cfg.model.trust_remote_code,
-                                   gradient_checkpointing=cfg.model.gradient_checkpointing)
-    records, dropped = drop_long_prompts(records, tokenizer, cfg.data.max_prompt_tokens)
-    data_counts = {"data/prompts": len(records), "data/dropped_long_prompts": dropped}
-
-    # ── the resolved config and the batch plan, printed and saved before any work ───────────────
-    if info.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-        (run_dir / "config.yaml").write_text(text)
-        (run_dir / "batch_plan.json").write_text(json.dumps({**plan, **data_counts}, indent=2, ensure_ascii=False))
-        width = max(map(len, plan))
-        print(f"mucode train → {run_dir}\n{text}\nbatch plan:")
-        print("\n".join(f"  {k:<{width}}  {v:>10,}" for k, v in plan.items()), flush=True)
-        print(f"data: {len(records):,} prompts ({dropped:,} dropped: longer than data.max_prompt_tokens="
-              f"{cfg.data.max_prompt_tokens})", flush=True)
-    checkpoints = Checkpointer(run_dir / "checkpoints", keep=cfg.train.checkpoint_keep)
-
-    # ── resume: model, optimizer, RNG and data position from the latest checkpoint ─────────────
-    state = TrainerState()
-    latest = checkpoints.latest() if resume else None
-    saved = Checkpointer.load(latest) if latest is not None else None
-    if saved is not None:
-        model.load_state_dict(saved[1])  # full weights, before FSDP shards them
-    model = wrap_model(model, info, Precision.from_names(cfg.model.master_dtype, cfg.model.dtype))
-    optimizer, scheduler = make_optimizer(model, cfg.optim)
-    if resume:
-        if saved is not None:
-            state, _, optim_state, rng = saved
-            load_optimizer_state(model, optimizer, optim_state)
-            scheduler.last_epoch = state.global_update
-            restore_rng(rng)
-            del saved, optim_state
-        if state.stage >= b.num_stages and not _final_pending(cfg, run_dir):
+# ── 1+2. generate with β_k, verify while generating, store (every rank generates its share) ──────────
+def generate(run: TrainingRun, clock: StageClock, verify: Verifier) -> dict[str, float]:
+    """The stage's store, generated unless a complete one exists; its rollout metrics (``{}`` when reused)."""
+    k, store_dir, b = clock.stage, stage_dir(run.run_dir, clock.stage), run.cfg.batch
+    rollout: dict[str, float] = {}
+    if not StageStore.is_complete(store_dir):
+        if run.state.update_in_stage > 0:
             raise ResumeError(
-                f"--resume: the run in {run_dir} already finished its {b.num_stages} stages "
-                f"({state.global_update} updates); nothing to do. Raise batch.num_stages to train further."
+                f"checkpoint says stage {k} was being optimized, but its store {store_dir} is "
+                f"not complete. Delete {run.run_dir / 'checkpoints'} to restart the stage."
             )
-        if info.is_main:
-            print(f"resuming at stage {state.stage}, update {state.update_in_stage}/{b.updates_per_stage} "
-                  f"(global {state.global_update}) from {latest or 'the start (no checkpoint yet)'}", flush=True)
+        rollout = _rollouts(run, k, b.prompts_per_update * b.updates_per_stage, store_dir, verify)
+        clock.times.update({key: v for key, v in rollout.items() if key.startswith("time/")})
+    barrier(run.info)
+    return rollout
 
-    metrics_log = (
-        MetricsLogger(run_dir, tensorboard=cfg.train.tensorboard, wandb_project=cfg.train.wandb_project,
-                      run_name=cfg.train.run_name, config=cfg.model_dump(mode="json"),
-                      resume_after_update=state.global_update if resume else None)
-        if info.is_main else None
-    )
-    updater = Updater(model, optimizer, scheduler, cfg, info, pad_token_id=_pad_id(tokenizer))
-    rollout = StageRollout(cfg, info, model, optimizer, tokenizer)  # engines, state aside, ranks' stores
-    evaluator = Evaluator(cfg, run_dir, info)  # every train.eval_every updates; keeps policies, marks the best
 
-    def checkpoint() -> None:
-        model_state = full_state_dict(model)
-        optim_state = optimizer_state(model, optimizer)
-        if info.is_main:
-            checkpoints.save(state, model_state, optim_state)
-        barrier(info)
+def _rollouts(run: TrainingRun, k: int, prompts: int, store_dir: Path, verify: Verifier) -> dict[str, float]:
+    """Generate, verify and store ``prompts`` prompts of the data order's stage ``k`` with β_k."""
+    from mucode.data.prompts import render_prompt
 
-    from mucode.train.verify import VerifyPipeline, verifier_urls
+    slots = stage_prompts(run.records, k, prompts, run.cfg.data.shuffle_seed)
+    rendered = [(slot, record, render_prompt(run.tokenizer, record)) for slot, record in slots]  # lengths checked
+    behaviour = run.run_dir / "policy" / f"stage-{k - 1:04d}" if k > 0 else Path(run.base_path)
+    return run.rollout.run(k, rendered, store_dir, verify.pipeline, policy_path=behaviour,
+                           show_progress=run.cfg.train.progress)
 
-    show_progress = cfg.train.progress
-    run_start = time.perf_counter()
-    with verifier_urls(cfg.verifier.url, cfg.verifier.backend) as urls:
-        pipeline = VerifyPipeline(urls, token=cfg.verifier.token, timeout_s=cfg.verifier.timeout_s,
-                                  retries=cfg.verifier.retries)  # every rank verifies what it generates
-        try:
-            while state.stage < b.num_stages:
-                k = state.stage
-                stage_start = time.perf_counter()
-                stage_times: dict[str, float] = {}
-                rollout_metrics: dict[str, float] = {}
-                store_dir = run_dir / "stages" / f"stage-{k:04d}"
 
-                # ── 1+2. generate with β_k, verify while generating, store ────────────────────────
-                if not StageStore.is_complete(store_dir):  # every rank generates its share
-                    if state.update_in_stage > 0:
-                        raise ResumeError(
-                            f"checkpoint says stage {k} was being optimized, but its store {store_dir} is "
-                            f"not complete. Delete {run_dir / 'checkpoints'} to restart the stage."
-                        )
-                    rollout_metrics = _generate(cfg, k, records, prompts_per_stage, store_dir, rollout, tokenizer,
-                                                run_dir, pipeline, show_progress)
-                    stage_times.update({key: v for key, v in rollout_metrics.items() if key.startswith("time/")})
-                barrier(info)
-                store = StageStore.open(store_dir)  # checksums verified: a corrupt store stops here
+# ── 3. optimize: μ minibatches of B_mini groups streamed from the store ─────────────────────────────
+def optimize(run: TrainingRun, clock: StageClock, store: StageStore, verify: Verifier,
+             on_update: UpdateHook) -> list[float]:
+    """The stage's remaining updates; returns this invocation's training rewards, one per update."""
+    state, b, k = run.state, run.cfg.batch, clock.stage
+    opt_start, eval_before = time.perf_counter(), run.evaluator.seconds
+    remaining = b.updates_per_stage - state.update_in_stage
+    bar = tqdm(total=b.updates_per_stage, initial=state.update_in_stage, desc=f"stage {k} optimize", unit="update",
+               disable=not run.output.show_progress, dynamic_ncols=True, leave=False)
+    recent_rewards: list[float] = []
+    seed = derive_seed(run.cfg.train.seed, SeedPurpose.MINIBATCH_ORDER, stage=k)
+    for minibatch in store.minibatches(b.prompts_per_update, seed=seed, start=state.update_in_stage,
+                                       count=b.updates_per_stage):
+        metrics = run.updater.step(minibatch)
+        state.update_in_stage += 1
+        state.global_update += 1
+        recent_rewards.append(metrics.get("reward/mean", math.nan))
+        run.output.log_update({"stage": k, "update": state.global_update, "update_in_stage": state.update_in_stage,
+                               **metrics})
+        bar.update(1)
+        bar.set_postfix(reward=f"{metrics.get('reward/mean', math.nan):.3f}",
+                        veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}", refresh=False)
+        if state.global_update % run.cfg.train.checkpoint_every == 0 and state.update_in_stage < b.updates_per_stage:
+            run.checkpoint()  # the stage-end checkpoint is the hand-over's
+        if run.evaluator.due(state.global_update):
+            run.evaluator.run(run.model, run.tokenizer, verify.urls, state.global_update, run.output,
+                              since_start=state.times.get("time/total", 0.0) + time.perf_counter() - clock.start,
+                              eval_so_far=state.times.get("time/eval", 0.0) + run.evaluator.seconds - eval_before)
+        on_update(state)
+    bar.close()
+    if remaining > 0 and state.update_in_stage != b.updates_per_stage:
+        raise RuntimeError(f"stage {k} ended after {state.update_in_stage} updates, expected {b.updates_per_stage}")
+    clock.times["time/eval"] = run.evaluator.seconds - eval_before
+    clock.times["time/optimize"] = time.perf_counter() - opt_start - clock.times["time/eval"]
+    return recent_rewards
 
-                # ── 3. optimize: μ minibatches of B_mini groups streamed from the store ───────────
-                opt_start, eval_before = time.perf_counter(), evaluator.seconds
-                data_seed = cfg.train.seed * 1_000_003 + k
-                remaining = b.updates_per_stage - state.update_in_stage
-                bar = tqdm(total=b.updates_per_stage, initial=state.update_in_stage, desc=f"stage {k} optimize",
-                           unit="update", disable=not (show_progress and info.is_main), dynamic_ncols=True, leave=False)
-                recent_rewards: list[float] = []
-                for minibatch in store.minibatches(b.prompts_per_update, seed=data_seed,
-                                                   start=state.update_in_stage, count=b.updates_per_stage):
-                    metrics = updater.step(minibatch)
-                    state.update_in_stage += 1
-                    state.global_update += 1
-                    recent_rewards.append(metrics.get("reward/mean", math.nan))
-                    if metrics_log is not None:
-                        metrics_log.log_update({"stage": k, "update": state.global_update,
-                                                "update_in_stage": state.update_in_stage, **metrics})
-                    bar.update(1)
-                    bar.set_postfix(reward=f"{metrics.get('reward/mean', math.nan):.3f}",
-                                    veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}", refresh=False)
-                    if state.global_update % cfg.train.checkpoint_every == 0 and state.update_in_stage < b.updates_per_stage:
-                        checkpoint()
-                    if evaluator.due(state.global_update):
-                        evaluator.run(model, tokenizer, urls, state.global_update, metrics_log,
-                                      since_start=state.times.get("time/total", 0.0) + time.perf_counter() - stage_start,
-                                      eval_so_far=state.times.get("time/eval", 0.0) + evaluator.seconds - eval_before)
-                bar.close()
-                if remaining > 0 and state.update_in_stage != b.updates_per_stage:
-                    raise RuntimeError(f"stage {k} ended after {state.update_in_stage} updates, expected {b.updates_per_stage}")
-                stage_times["time/eval"] = evaluator.seconds - eval_before
-                stage_times["time/optimize"] = time.perf_counter() - opt_start - stage_times["time/eval"]
 
-                # ── 4. hand over: β_{k+1} (HF export, or in memory for short stages); checkpoint if due ─
-                hand_start = time.perf_counter()
-                checkpoint_due = rollout.hand_over(k, run_dir / "policy" / f"stage-{k:04d}", state.global_update)
-                stage_times["time/handover"] = time.perf_counter() - hand_start
-                if info.is_main:
-                    prune_policies(run_dir / "policy", cfg.train.keep_policies, b.updates_per_stage,
-                                   {f"update-{evaluator.best['update']:07d}"} if evaluator.best else set())
-                stage_times["time/total"] = time.perf_counter() - stage_start
-                record = _stage_record(k, store, state, stage_times, rollout_metrics, recent_rewards)
-                state.stage_times = [r for r in state.stage_times if r["stage"] != k] + [record]
-                for key, value in stage_times.items():
-                    state.times[key] = state.times.get(key, 0.0) + value
-                state.stage += 1
-                state.update_in_stage = 0
-                if checkpoint_due:
-                    checkpoint()
-                if metrics_log is not None:
-                    metrics_log.log_event("stage", {**record, "update": state.global_update})
-                    print(f"stage {k} done: {_stage_line(record)}", flush=True)
+# ── 4. hand over β_{k+1} (HF export, or in memory for short stages); checkpoint if due ──────────────
+def hand_over(run: TrainingRun, clock: StageClock, store: StageStore, rollout: dict[str, float],
+              recent_rewards: list[float]) -> None:
+    """Export (or keep in memory) the stage's policy, record the stage, move the run to the next one."""
+    state, k, times = run.state, clock.stage, clock.times
+    hand_start = time.perf_counter()
+    checkpoint_due = run.rollout.hand_over(k, run.run_dir / "policy" / f"stage-{k:04d}", state.global_update)
+    times["time/handover"] = time.perf_counter() - hand_start
+    best = run.evaluator.best
+    run.output.prune_policies(best["update"] if best else None)
+    times["time/total"] = time.perf_counter() - clock.start
+    record = stage_record(k, state.update_in_stage, rollout or store.meta.get("rollout", {}), store.num_rows,
+                          times, recent_rewards)
+    state.stage_times = [r for r in state.stage_times if r["stage"] != k] + [record]
+    for key, value in times.items():
+        state.times[key] = state.times.get(key, 0.0) + value
+    state.stage += 1
+    state.update_in_stage = 0
+    if checkpoint_due:
+        run.checkpoint()
+    run.output.log_event("stage", {**record, "update": state.global_update})
+    run.output.say(f"stage {k} done: {stage_line(record)}")
 
-            # ── after the last stage: evaluation (unless the last update was just evaluated) ──────────
-            last = state.global_update
-            if cfg.eval.benchmarks and not evaluator.due(last) and not evaluator.done(last):
-                before = evaluator.seconds
-                evaluator.run(model, tokenizer, urls, last, metrics_log, since_start=state.times.get("time/total", 0.0),
-                              eval_so_far=state.times.get("time/eval", 0.0))
-                state.times["time/eval"] = state.times.get("time/eval", 0.0) + evaluator.seconds - before
 
-            # ── after the last stage: the final policy's own rollouts (train.final_rollout_prompts) ─
-            if _final_pending(cfg, run_dir):
-                final = _generate(cfg, b.num_stages, records, cfg.train.final_rollout_prompts,
-                                  _final_dir(run_dir), rollout, tokenizer, run_dir, pipeline, show_progress)
-                if metrics_log is not None:
-                    metrics_log.log_event("final", {**final, "update": state.global_update})
-                    print(f"final policy: reward {final['reward/rollout_mean']:.3f} on "
-                          f"{int(final['rollout/responses'])} fresh responses", flush=True)
-        finally:
-            rollout.close()
-            pipeline.close()
-            if metrics_log is not None:
-                metrics_log.close()
+# ── 5. finish: the last evaluation, the final policy's own rollouts, the summary ────────────────────
+def finish(run: TrainingRun, verify: Verifier) -> None:
+    """After the last stage: evaluate the last update (unless just done) and roll the final policy out."""
+    cfg, state, evaluator = run.cfg, run.state, run.evaluator
+    last = state.global_update
+    if cfg.eval.benchmarks and not evaluator.due(last) and not evaluator.done(last):
+        before = evaluator.seconds
+        evaluator.run(run.model, run.tokenizer, verify.urls, last, run.output,
+                      since_start=state.times.get("time/total", 0.0), eval_so_far=state.times.get("time/eval", 0.0))
+        state.times["time/eval"] = state.times.get("time/eval", 0.0) + evaluator.seconds - before
+    if final_pending(cfg, run.run_dir):  # train.final_rollout_prompts
+        final = _rollouts(run, cfg.batch.num_stages, cfg.train.final_rollout_prompts, final_dir(run.run_dir), verify)
+        run.output.log_event("final", {**final, "update": state.global_update})
+        run.output.say(f"final policy: reward {final['reward/rollout_mean']:.3f} on "
+                       f"{int(final['rollout/responses'])} fresh responses")
 
+
+def summarize(run: TrainingRun) -> RunResult:
+    """The run's totals and summary table (printed and saved by rank 0)."""
+    state = run.state
     # engine switches (trainer → engine → trainer) are counted by the stage stores, which survive crashes
-    state.engine_switches = 2 * sum(
-        int(StageStore(p.parent, json.loads(p.read_text())).meta.get("engine_starts", 1))
-        for p in sorted((run_dir / "stages").glob("stage-*/manifest.json")))
-    totals = {**_totals(state, time.perf_counter() - run_start, base_path), **data_counts}
-    if StageStore.is_complete(_final_dir(run_dir)):
-        final_stats = StageStore.open(_final_dir(run_dir)).meta.get("rollout", {})
+    state.engine_switches = 2 * sum(int(StoreManifest.read(p.parent).meta.get("engine_starts", 1))
+                                    for p in sorted((run.run_dir / "stages").glob("stage-*/manifest.json")))
+    totals = {**run_totals(state, time.perf_counter() - run.started, run.base_path), **run.data_counts}
+    if StageStore.is_complete(final_dir(run.run_dir)):
+        final_stats = StageStore.open(final_dir(run.run_dir)).meta.get("rollout", {})
         totals["reward/final_mean"] = final_stats.get("reward/rollout_mean")
         totals["final"] = {k: final_stats.get(k) for k in ("reward/rollout_mean", "verifier/masked", "time/rollout",
                                                            "time/verify")}
-    summary: dict[str, Any] = {}
-    if info.is_main:
-        text = write_summary(run_dir, state.stage_times, totals)
-        print("\n" + text, flush=True)
-        summary = {"stages": state.stage_times, "totals": totals}
-    return RunResult(run_dir=run_dir, state=state, summary=summary)
-
-
-def _final_dir(run_dir: Path) -> Path:
-    return run_dir / "stages" / "final"
-
-
-def _final_pending(cfg: MucodeConfig, run_dir: Path) -> bool:
-    return cfg.train.final_rollout_prompts > 0 and not StageStore.is_complete(_final_dir(run_dir))
-
-
-def _pad_id(tokenizer: Any) -> int:
-    pad = getattr(tokenizer, "pad_token_id", None)
-    if pad is None:
-        pad = getattr(tokenizer, "eos_token_id", None)
-    return int(pad) if pad is not None else 0
-
-
-def _generate(cfg: MucodeConfig, k: int, records: list[TaskRecord], per_stage: int, store_dir: Path,
-              rollout: StageRollout, tokenizer: Any, run_dir: Path, pipeline: Any, show_progress: bool) -> dict[str, float]:
-    """Phase 1+2 of stage ``k`` with β_k: generate, verify, store (on every rank: ``rollout_runner``)."""
-    from mucode.data.prompts import render_prompt
-
-    slots = stage_prompts(records, k, per_stage, cfg.data.shuffle_seed)
-    prompts = [(slot, record, render_prompt(tokenizer, record)) for slot, record in slots]  # lengths checked up front
-    return rollout.run(k, prompts, store_dir, pipeline, policy_path=_behaviour_path(cfg, run_dir, k),
-                       show_progress=show_progress)
-
-
-def _behaviour_path(cfg: MucodeConfig, run_dir: Path, k: int) -> Path:
-    return run_dir / "policy" / f"stage-{k - 1:04d}" if k > 0 else Path(resolve_model_path(cfg.model.path))
-
-
-def _stage_record(k: int, store: StageStore, state: TrainerState, times: dict[str, float],
-                  rollout: dict[str, float], recent: list[float]) -> dict[str, Any]:
-    roll = rollout or store.meta.get("rollout", {})
-    tail = [r for r in recent[-max(1, len(recent) // 4):] if not math.isnan(r)]
-    return {
-        "stage": k,
-        "updates": state.update_in_stage,
-        **roll,
-        "reward/last_updates_mean": sum(tail) / len(tail) if tail else None,
-        "verifier/masked": int(roll.get("verifier/masked", 0)),
-        "rollout/responses": int(roll.get("rollout/responses", store.num_rows)),
-        **times,
-    }
-
-
-def _stage_line(record: dict[str, Any]) -> str:
-    keys = ["reward/rollout_mean", "reward/last_updates_mean", "verifier/masked", "time/rollout", "time/verify",
-            "time/optimize", "time/total"]
-    return ", ".join(f"{k}={record[k]:.3f}" if isinstance(record.get(k), float) else f"{k}={record.get(k)}"
-                     for k in keys)
-
-
-def _totals(state: TrainerState, wall: float, base: str) -> dict[str, Any]:
-    stages = state.stage_times
-    firsts = [s["reward/rollout_mean"] for s in stages if s.get("reward/rollout_mean") is not None]
-    lasts = [s["reward/last_updates_mean"] for s in stages if s.get("reward/last_updates_mean") is not None]
-    totals: dict[str, Any] = {
-        "updates": state.global_update,
-        "verifier/masked": sum(int(s.get("verifier/masked", 0)) for s in stages),
-        "engine_switches": state.engine_switches,
-        "reward/rollout_mean": firsts[-1] if firsts else None,
-        "reward/last_updates_mean": lasts[-1] if lasts else None,
-        "time/this_invocation": wall,
-        **{k: v for k, v in state.times.items()},
-        "base_policy": base,
-    }
-    if firsts:
-        totals["reward/first_rollout_mean"] = firsts[0]
-    return totals
-
+    summary = run.output.write_summary(state.stage_times, totals)
+    return RunResult(run_dir=run.run_dir, state=state, summary=summary)

@@ -22,7 +22,7 @@ while it runs, which prompts this rank generates, and the stage store across ran
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,16 +31,20 @@ from torch import nn
 
 from mucode.config import MucodeConfig
 from mucode.data.types import TaskRecord
+from mucode.rollout.types import RolloutEngine
 from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.aside import held_bytes, step_aside
 from mucode.train.distributed import DistInfo, barrier, is_wrapped, unwrap
 from mucode.train.precision import Precision
 from mucode.train.rollout_phase import RolloutStats, generate_stage
-from mucode.train.store import STORE_FORMAT, StageStore, StageWriter, StoreError, write_json_atomic
+from mucode.train.store import StageStore, StageWriter, StoreError, StoreManifest, merge_stores
 
-__all__ = ["StageRollout", "engine_shares_weights", "merge_rank_stores", "rank_store", "resolve_weight_sync"]
+__all__ = ["EngineFactory", "StageRollout", "engine_shares_weights", "merge_rank_stores", "rank_store", "resolve_weight_sync"]
 
 Prompt = tuple[int, TaskRecord, list[int]]
+EngineFactory = Callable[[int, Path, int], RolloutEngine]
+"""``(stage, behaviour policy path, seed) -> engine`` holding β_stage: given to :class:`StageRollout`, it
+replaces the engine ``rollout.engine`` names (the loop's caller chooses the engine; tests pass real ones)."""
 
 
 def engine_shares_weights(cfg: MucodeConfig, model: nn.Module) -> bool:
@@ -72,35 +76,22 @@ def rank_store(store_dir: Path, rank: int) -> Path:
     return store_dir / f"rank-{rank:02d}"
 
 
-def merge_rank_stores(store_dir: Path, *, stage: int, world_size: int, expected_groups: int) -> dict[str, Any]:
+def merge_rank_stores(store_dir: Path, *, stage: int, world_size: int, expected_groups: int) -> StoreManifest:
     """Rank 0, once every rank's store is complete: the stage's manifest listing every rank's shards."""
-    shards: list[dict[str, Any]] = []
-    group_ids: list[int] = []
-    parts: list[dict[str, Any]] = []
+    return merge_stores(store_dir, [rank_store(store_dir, rank) for rank in range(world_size)], stage=stage,
+                        expected_groups=expected_groups, meta=lambda parts: _merged_meta(parts, world_size))
+
+
+def _merged_meta(parts: list[StoreManifest], world_size: int) -> dict[str, Any]:
+    """The ranks' metadata as one stage's: rollout statistics merged, the most engine starts of any rank."""
     meta: dict[str, Any] = {}
-    starts: list[int] = []
-    for rank in range(world_size):
-        part = rank_store(store_dir, rank)
-        manifest = json.loads((part / "manifest.json").read_text())
-        if not manifest["complete"]:
-            raise StoreError(f"{part} is not complete; the ranks did not all finish stage {stage}")
-        shards += [{**s, "file": f"{part.name}/{s['file']}"} for s in manifest["shards"]]
-        group_ids += manifest["group_ids"]
-        parts.append(manifest["meta"].get("rollout_stats", RolloutStats().to_dict()))
-        starts.append(int(manifest["meta"].get("engine_starts", 1)))
-        meta = {**manifest["meta"], **meta}
-    if sorted(group_ids) != sorted(set(group_ids)) or len(group_ids) != expected_groups:
-        raise StoreError(f"{store_dir}: the ranks' stores hold {len(group_ids)} groups ({len(set(group_ids))} "
-                         f"distinct), {expected_groups} expected. Delete {store_dir} to regenerate the stage.")
-    stats = RolloutStats.merged(parts)
+    for part in parts:
+        meta = {**part.meta, **meta}
+    stats = RolloutStats.merged([p.meta.get("rollout_stats", RolloutStats().to_dict()) for p in parts])
     meta.pop("rank", None)
     meta.update({"rollout": stats.as_metrics(), "rollout_stats": stats.to_dict(), "world_size": world_size,
-                 "engine_starts": max(starts)})
-    manifest = {"format": STORE_FORMAT, "stage": stage, "complete": True, "expected_groups": expected_groups,
-                "groups": len(group_ids), "rows": sum(s["rows"] for s in shards), "shards": shards,
-                "group_ids": group_ids, "meta": meta}
-    write_json_atomic(store_dir / "manifest.json", manifest)
-    return manifest
+                 "engine_starts": max(int(p.meta.get("engine_starts", 1)) for p in parts)})
+    return meta
 
 
 def _check_layout(store_dir: Path, world: int) -> None:
@@ -119,8 +110,9 @@ class StageRollout:
     """Runs phase 1–2 of each stage for the loop; holds a long-lived engine when weights sync in memory."""
 
     def __init__(self, cfg: MucodeConfig, info: DistInfo, model: nn.Module, optimizer: torch.optim.Optimizer,
-                 tokenizer: Any) -> None:
+                 tokenizer: Any, *, engine_factory: EngineFactory | None = None) -> None:
         self.cfg, self.info, self.model, self.optimizer, self.tokenizer = cfg, info, model, optimizer, tokenizer
+        self.engine_factory = engine_factory
         self.precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         self.shares_weights = engine_shares_weights(cfg, model)
         self.weight_sync = resolve_weight_sync(cfg, model)
@@ -143,21 +135,20 @@ class StageRollout:
             writer = self._writer(target, stage, len(mine), policy_path)
             stats = self._generate(stage, mine, writer, pipeline, policy_path, show_progress)
             restarts = max(0, stats.engine_starts - 1)  # the first start is counted when the store opens
-            writer.manifest["meta"]["engine_starts"] = int(writer.manifest["meta"].get("engine_starts", 1)) + restarts
-            writer.finish(extra_meta={"rollout": stats.as_metrics(), "rollout_stats": stats.to_dict()})
+            writer.finish(extra_meta={"rollout": stats.as_metrics(), "rollout_stats": stats.to_dict(),
+                                      "engine_starts": int(writer.meta.get("engine_starts", 1)) + restarts})
         if world > 1:
             barrier(info)
             if info.is_main:
                 merge_rank_stores(store_dir, stage=stage, world_size=world, expected_groups=len(prompts))
             barrier(info)
-        meta = json.loads((store_dir / "manifest.json").read_text())["meta"]
-        return dict(meta.get("rollout", {}))
+        return dict(StoreManifest.read(store_dir).meta.get("rollout", {}))
 
     def _writer(self, path: Path, stage: int, expected: int, policy_path: Path) -> StageWriter:
         groups_per_shard = self.cfg.train.groups_per_shard
         if (path / "manifest.json").exists():
             writer = StageWriter.resume(path, groups_per_shard=groups_per_shard)
-            writer.manifest["meta"]["engine_starts"] = int(writer.manifest["meta"].get("engine_starts", 0)) + 1
+            writer.update_meta({"engine_starts": int(writer.meta.get("engine_starts", 0)) + 1})
             print(f"stage {stage}: finishing an interrupted store {path.name} "
                   f"({writer.groups_written}/{expected} groups kept)", flush=True)
             return writer
@@ -194,6 +185,8 @@ class StageRollout:
     def _engine(self, stage: int, policy_path: Path) -> Any:
         r, info = self.cfg.rollout, self.info
         seed = derive_seed(r.seed, SeedPurpose.ROLLOUT_ENGINE, stage=stage, rank=info.rank)
+        if self.engine_factory is not None:
+            return self.engine_factory(stage, policy_path, seed)
         if self.shares_weights:
             from mucode.rollout.hf import HFEngine
 

@@ -32,8 +32,8 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,10 @@ from mucode.seeds import SeedPurpose, derive_seed
 __all__ = [
     "STORE_FORMAT",
     "SCHEMA",
+    "ShardEntry",
+    "StoreManifest",
     "StoreError",
+    "merge_stores",
     "StoredSample",
     "StoredGroup",
     "StageWriter",
@@ -127,23 +130,71 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
-    manifest_path = path / MANIFEST
-    if not manifest_path.exists():
-        raise StoreError(
-            f"stage store {path} has no {MANIFEST}: it was never started or its directory was "
-            f"copied partially. Delete {path} to regenerate the stage."
-        )
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as e:
-        raise StoreError(f"{manifest_path} is not valid JSON ({e}). Delete {path} to regenerate.") from e
-    if manifest.get("format") != STORE_FORMAT:
-        raise StoreError(
-            f"{manifest_path} has format {manifest.get('format')!r}, expected {STORE_FORMAT!r}. "
-            f"Delete {path} to regenerate the stage with this version of mucode."
-        )
-    return manifest
+@dataclass
+class ShardEntry:
+    """One shard as the manifest records it."""
+
+    file: str
+    """Path relative to the store directory (``shard-00003.parquet``, or ``rank-01/shard-…`` in a merged store)."""
+    rows: int
+    groups: int
+    bytes: int
+    sha256: str
+
+
+@dataclass
+class StoreManifest:
+    """A store's ``manifest.json``: what it holds and the checksums that vouch for it.
+
+    Only the store's own methods change it (:class:`StageWriter`, :func:`merge_stores`), and they
+    write it atomically; readers take it from :meth:`read` (the manifest only: the shards are checked
+    by :meth:`StageStore.open`)."""
+
+    stage: int
+    expected_groups: int
+    complete: bool = False
+    groups: int = 0
+    rows: int = 0
+    shards: list[ShardEntry] = field(default_factory=list)
+    group_ids: list[int] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Who made the stage and how (``policy``, ``engine_starts``, ``rollout`` metrics …)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": STORE_FORMAT, "stage": self.stage, "complete": self.complete,
+                "expected_groups": self.expected_groups, "groups": self.groups, "rows": self.rows,
+                "shards": [asdict(s) for s in self.shards], "group_ids": list(self.group_ids), "meta": self.meta}
+
+    @classmethod
+    def read(cls, path: str | Path) -> StoreManifest:
+        """The manifest of the store in ``path``; a missing, unreadable or foreign one raises :class:`StoreError`."""
+        path = Path(path)
+        manifest_path = path / MANIFEST
+        if not manifest_path.exists():
+            raise StoreError(
+                f"stage store {path} has no {MANIFEST}: it was never started or its directory was "
+                f"copied partially. Delete {path} to regenerate the stage."
+            )
+        try:
+            obj = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError as e:
+            raise StoreError(f"{manifest_path} is not valid JSON ({e}). Delete {path} to regenerate.") from e
+        if obj.get("format") != STORE_FORMAT:
+            raise StoreError(
+                f"{manifest_path} has format {obj.get('format')!r}, expected {STORE_FORMAT!r}. "
+                f"Delete {path} to regenerate the stage with this version of mucode."
+            )
+        try:
+            return cls(stage=int(obj["stage"]), expected_groups=int(obj["expected_groups"]),
+                       complete=bool(obj["complete"]), groups=int(obj["groups"]), rows=int(obj["rows"]),
+                       shards=[ShardEntry(**s) for s in obj["shards"]], group_ids=[int(g) for g in obj["group_ids"]],
+                       meta=dict(obj.get("meta") or {}))
+        except (KeyError, TypeError, ValueError) as e:
+            raise StoreError(f"{manifest_path} lacks a field or has a wrong one ({e!r}). "
+                             f"Delete {path} to regenerate the stage.") from e
+
+    def _write(self, path: Path) -> None:
+        write_json_atomic(path / MANIFEST, self.to_json())
 
 
 def _rows(group: StoredGroup) -> list[dict[str, Any]]:
@@ -175,16 +226,17 @@ class StageWriter:
 
     Use :meth:`create` for a new store and :meth:`resume` to continue an incomplete one; call
     :meth:`finish` once every expected group is written (it flushes and marks the store complete).
+    Every change to the manifest goes through these methods and is written atomically.
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any], groups_per_shard: int) -> None:
+    def __init__(self, path: Path, manifest: StoreManifest, groups_per_shard: int) -> None:
         if groups_per_shard < 1:
             raise ValueError(f"groups_per_shard must be >= 1, got {groups_per_shard}")
         self.path = path
-        self.manifest = manifest
+        self._manifest = manifest
         self.groups_per_shard = groups_per_shard
         self._pending: list[StoredGroup] = []
-        self._done: set[int] = set(manifest.get("group_ids", []))
+        self._done: set[int] = set(manifest.group_ids)
 
     @classmethod
     def create(
@@ -195,33 +247,28 @@ class StageWriter:
         if (path / MANIFEST).exists():
             raise StoreError(f"stage store {path} already exists; open it with StageWriter.resume")
         path.mkdir(parents=True, exist_ok=True)
-        manifest: dict[str, Any] = {
-            "format": STORE_FORMAT,
-            "stage": stage,
-            "complete": False,
-            "expected_groups": expected_groups,
-            "groups": 0,
-            "rows": 0,
-            "shards": [],
-            "group_ids": [],
-            "meta": meta or {},
-        }
-        write_json_atomic(path / MANIFEST, manifest)
+        manifest = StoreManifest(stage=stage, expected_groups=expected_groups, meta=dict(meta or {}))
+        manifest._write(path)
         return cls(path, manifest, groups_per_shard)
 
     @classmethod
     def resume(cls, path: str | Path, *, groups_per_shard: int = 64) -> StageWriter:
         """Reopen an incomplete store: verified shards are kept, stray files are removed."""
         path = Path(path)
-        manifest = _read_manifest(path)
-        if manifest["complete"]:
+        manifest = StoreManifest.read(path)
+        if manifest.complete:
             raise StoreError(f"stage store {path} is already complete; open it with StageStore.open")
         _verify_shards(path, manifest)
-        listed = {s["file"] for s in manifest["shards"]}
+        listed = {s.file for s in manifest.shards}
         for stray in path.glob("shard-*.parquet*"):
             if stray.name not in listed:  # a shard written but not yet recorded when the run died
                 stray.unlink()
         return cls(path, manifest, groups_per_shard)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """A copy of the store's metadata (change it with :meth:`update_meta`)."""
+        return dict(self._manifest.meta)
 
     @property
     def done_group_ids(self) -> set[int]:
@@ -230,7 +277,12 @@ class StageWriter:
 
     @property
     def groups_written(self) -> int:
-        return int(self.manifest["groups"]) + len(self._pending)
+        return self._manifest.groups + len(self._pending)
+
+    def update_meta(self, values: dict[str, Any]) -> None:
+        """Merge ``values`` into the store's metadata and write the manifest."""
+        self._manifest.meta.update(values)
+        self._manifest._write(self.path)
 
     def add(self, group: StoredGroup) -> None:
         if not group.samples:
@@ -245,8 +297,8 @@ class StageWriter:
     def flush(self) -> None:
         if not self._pending:
             return
-        index = len(self.manifest["shards"])
-        name = f"shard-{index:05d}.parquet"
+        m = self._manifest
+        name = f"shard-{len(m.shards):05d}.parquet"
         rows = [row for g in self._pending for row in _rows(g)]
         table = pa.Table.from_pylist(rows, schema=SCHEMA)
         tmp = self.path / (name + ".tmp")
@@ -254,58 +306,72 @@ class StageWriter:
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, self.path / name)
-        self.manifest["shards"].append(
-            {
-                "file": name,
-                "rows": len(rows),
-                "groups": len(self._pending),
-                "bytes": (self.path / name).stat().st_size,
-                "sha256": _sha256(self.path / name),
-            }
-        )
-        self.manifest["groups"] += len(self._pending)
-        self.manifest["rows"] += len(rows)
-        self.manifest["group_ids"].extend(g.group_id for g in self._pending)
-        write_json_atomic(self.path / MANIFEST, self.manifest)
+        m.shards.append(ShardEntry(file=name, rows=len(rows), groups=len(self._pending),
+                                   bytes=(self.path / name).stat().st_size, sha256=_sha256(self.path / name)))
+        m.groups += len(self._pending)
+        m.rows += len(rows)
+        m.group_ids.extend(g.group_id for g in self._pending)
+        m._write(self.path)
         self._pending = []
 
     def finish(self, extra_meta: dict[str, Any] | None = None) -> StageStore:
         self.flush()
-        if self.manifest["groups"] != self.manifest["expected_groups"]:
+        m = self._manifest
+        if m.groups != m.expected_groups:
             raise StoreError(
-                f"stage store {self.path} has {self.manifest['groups']} groups but "
-                f"{self.manifest['expected_groups']} were expected; not marking it complete"
+                f"stage store {self.path} has {m.groups} groups but {m.expected_groups} were expected; "
+                f"not marking it complete"
             )
-        if extra_meta:
-            self.manifest["meta"].update(extra_meta)
-        self.manifest["complete"] = True
-        write_json_atomic(self.path / MANIFEST, self.manifest)
+        m.meta.update(extra_meta or {})
+        m.complete = True
+        m._write(self.path)
         return StageStore.open(self.path)
 
 
-def _verify_shards(path: Path, manifest: dict[str, Any]) -> None:
-    for shard in manifest["shards"]:
-        file = path / shard["file"]
+def merge_stores(store_dir: Path, parts: list[Path], *, stage: int, expected_groups: int,
+                 meta: Callable[[list[StoreManifest]], dict[str, Any]]) -> StoreManifest:
+    """Write the complete manifest of ``store_dir`` listing the shards of the complete stores ``parts``
+    (its subdirectories, e.g. one per rank); ``meta`` makes the merged metadata from the parts' manifests."""
+    manifests = [StoreManifest.read(part) for part in parts]
+    for part, m in zip(parts, manifests, strict=True):
+        if not m.complete:
+            raise StoreError(f"{part} is not complete; its stage {stage} was not finished")
+    shards = [replace(s, file=f"{part.relative_to(store_dir)}/{s.file}")
+              for part, m in zip(parts, manifests, strict=True) for s in m.shards]
+    group_ids = [g for m in manifests for g in m.group_ids]
+    if len(set(group_ids)) != len(group_ids) or len(group_ids) != expected_groups:
+        raise StoreError(f"{store_dir}: the parts hold {len(group_ids)} groups ({len(set(group_ids))} distinct), "
+                         f"{expected_groups} expected. Delete {store_dir} to regenerate the stage.")
+    merged = StoreManifest(stage=stage, expected_groups=expected_groups, complete=True, groups=len(group_ids),
+                           rows=sum(s.rows for s in shards), shards=shards, group_ids=group_ids,
+                           meta=meta(manifests))
+    merged._write(store_dir)
+    return merged
+
+
+def _verify_shards(path: Path, manifest: StoreManifest) -> None:
+    for shard in manifest.shards:
+        file = path / shard.file
         if not file.exists():
             raise StoreError(
-                f"stage store {path}: shard {shard['file']} listed in the manifest is missing. "
+                f"stage store {path}: shard {shard.file} listed in the manifest is missing. "
                 f"Delete {path} to regenerate the stage."
             )
         size = file.stat().st_size
         digest = _sha256(file)
-        if size != shard["bytes"] or digest != shard["sha256"]:
+        if size != shard.bytes or digest != shard.sha256:
             raise StoreError(
-                f"stage store {path}: shard {shard['file']} is corrupt (sha256 {digest[:12]}…, "
-                f"{size} bytes; the manifest records {shard['sha256'][:12]}…, {shard['bytes']} bytes). "
+                f"stage store {path}: shard {shard.file} is corrupt (sha256 {digest[:12]}…, "
+                f"{size} bytes; the manifest records {shard.sha256[:12]}…, {shard.bytes} bytes). "
                 f"Delete {path} to regenerate the stage (its policy checkpoint is kept), "
                 f"or restore the file from a backup."
             )
 
 
 class StageStore:
-    """A complete, verified stage store, read shard by shard."""
+    """A complete, verified stage store, read shard by shard (made by :meth:`open` only)."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+    def __init__(self, path: Path, manifest: StoreManifest) -> None:
         self.path = path
         self.manifest = manifest
         self._cache: tuple[int, list[StoredGroup]] | None = None
@@ -314,18 +380,18 @@ class StageStore:
     def is_complete(path: str | Path) -> bool:
         """True when a manifest exists and says complete (no checksum check: use :meth:`open`)."""
         try:
-            return bool(_read_manifest(Path(path))["complete"])
+            return StoreManifest.read(path).complete
         except StoreError:
             return False
 
     @classmethod
     def open(cls, path: str | Path) -> StageStore:
         path = Path(path)
-        manifest = _read_manifest(path)
-        if not manifest["complete"]:
+        manifest = StoreManifest.read(path)
+        if not manifest.complete:
             raise StoreError(
-                f"stage store {path} is incomplete ({manifest['groups']} of "
-                f"{manifest['expected_groups']} groups written): its generation was interrupted. "
+                f"stage store {path} is incomplete ({manifest.groups} of "
+                f"{manifest.expected_groups} groups written): its generation was interrupted. "
                 f"Run again with --resume to finish it, or delete {path} to regenerate it."
             )
         _verify_shards(path, manifest)
@@ -333,28 +399,28 @@ class StageStore:
 
     @property
     def num_groups(self) -> int:
-        return int(self.manifest["groups"])
+        return self.manifest.groups
 
     @property
     def num_rows(self) -> int:
-        return int(self.manifest["rows"])
+        return self.manifest.rows
 
     @property
     def meta(self) -> dict[str, Any]:
-        return dict(self.manifest.get("meta", {}))
+        return dict(self.manifest.meta)
 
     def _load_shard(self, index: int) -> list[StoredGroup]:
         if self._cache is not None and self._cache[0] == index:
             return self._cache[1]
-        shard = self.manifest["shards"][index]
+        shard = self.manifest.shards[index]
         try:
-            table = pq.read_table(self.path / shard["file"], schema=SCHEMA)
+            table = pq.read_table(self.path / shard.file, schema=SCHEMA)
         except (pa.ArrowException, OSError) as e:
-            raise StoreError(f"stage store {self.path}: cannot read {shard['file']}: {e}") from e
-        if table.num_rows != shard["rows"]:
+            raise StoreError(f"stage store {self.path}: cannot read {shard.file}: {e}") from e
+        if table.num_rows != shard.rows:
             raise StoreError(
-                f"stage store {self.path}: {shard['file']} has {table.num_rows} rows, the manifest "
-                f"records {shard['rows']}. Delete {self.path} to regenerate the stage."
+                f"stage store {self.path}: {shard.file} has {table.num_rows} rows, the manifest "
+                f"records {shard.rows}. Delete {self.path} to regenerate the stage."
             )
         groups: dict[int, StoredGroup] = {}
         for row in table.to_pylist():
@@ -378,10 +444,10 @@ class StageStore:
                     verify_s=row["verify_s"],
                 )
             )
-        if len(groups) != shard["groups"]:
+        if len(groups) != shard.groups:
             raise StoreError(
-                f"stage store {self.path}: {shard['file']} has {len(groups)} groups, the manifest "
-                f"records {shard['groups']}. Delete {self.path} to regenerate the stage."
+                f"stage store {self.path}: {shard.file} has {len(groups)} groups, the manifest "
+                f"records {shard.groups}. Delete {self.path} to regenerate the stage."
             )
         result = list(groups.values())
         self._cache = (index, result)
@@ -390,11 +456,11 @@ class StageStore:
     def order(self, seed: int) -> list[tuple[int, int]]:
         """The visiting order for ``seed``: (shard index, group index in shard) pairs."""
         rng = random.Random(seed)
-        shards = list(range(len(self.manifest["shards"])))
+        shards = list(range(len(self.manifest.shards)))
         rng.shuffle(shards)
         order: list[tuple[int, int]] = []
         for s in shards:
-            inner = list(range(self.manifest["shards"][s]["groups"]))
+            inner = list(range(self.manifest.shards[s].groups))
             rng.shuffle(inner)
             order.extend((s, g) for g in inner)
         return order
@@ -429,5 +495,5 @@ class StageStore:
 
     def iter_groups(self) -> Iterator[StoredGroup]:
         """Every group in storage order (for summaries and exports)."""
-        for index in range(len(self.manifest["shards"])):
+        for index in range(len(self.manifest.shards)):
             yield from self._load_shard(index)

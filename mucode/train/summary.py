@@ -1,12 +1,16 @@
-"""The end-of-run summary table (one row per stage plus a total), printed and saved as JSON."""
+"""The run's arithmetic: each stage's record, the run's totals, and the end-of-run summary table
+(one row per stage plus a total), printed and saved as JSON."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STAGE_COLUMNS", "render_summary", "write_summary"]
+from mucode.train.checkpoint import TrainerState
+
+__all__ = ["STAGE_COLUMNS", "render_summary", "run_totals", "stage_line", "stage_record", "write_summary"]
 
 STAGE_COLUMNS: list[tuple[str, str, str]] = [
     # (key in a stage record, header, format)
@@ -65,3 +69,47 @@ def write_summary(run_dir: Path, stages: list[dict[str, Any]], totals: dict[str,
     (run_dir / "summary.json").write_text(json.dumps({"stages": stages, "totals": totals}, indent=2))
     (run_dir / "summary.txt").write_text(text + "\n")
     return text
+
+
+def stage_record(stage: int, updates: int, rollout: dict[str, Any], rows: int, times: dict[str, float],
+                 recent_rewards: list[float]) -> dict[str, Any]:
+    """One finished stage: its rollout metrics (``rows`` responses in its store), the mean training reward
+    of its last quarter of updates (``recent_rewards``: this invocation's) and its phase ``times``."""
+    tail = [r for r in recent_rewards[-max(1, len(recent_rewards) // 4):] if not math.isnan(r)]
+    return {
+        "stage": stage,
+        "updates": updates,
+        **rollout,
+        "reward/last_updates_mean": sum(tail) / len(tail) if tail else None,
+        "verifier/masked": int(rollout.get("verifier/masked", 0)),
+        "rollout/responses": int(rollout.get("rollout/responses", rows)),
+        **times,
+    }
+
+
+def stage_line(record: dict[str, Any]) -> str:
+    """The printed ``stage K done: …`` line's figures."""
+    keys = ["reward/rollout_mean", "reward/last_updates_mean", "verifier/masked", "time/rollout", "time/verify",
+            "time/optimize", "time/total"]
+    return ", ".join(f"{k}={record[k]:.3f}" if isinstance(record.get(k), float) else f"{k}={record.get(k)}"
+                     for k in keys)
+
+
+def run_totals(state: TrainerState, wall: float, base: str) -> dict[str, Any]:
+    """The run's totals over its finished stages (``wall``: this invocation's seconds; ``base``: β_0)."""
+    stages = state.stage_times
+    firsts = [s["reward/rollout_mean"] for s in stages if s.get("reward/rollout_mean") is not None]
+    lasts = [s["reward/last_updates_mean"] for s in stages if s.get("reward/last_updates_mean") is not None]
+    totals: dict[str, Any] = {
+        "updates": state.global_update,
+        "verifier/masked": sum(int(s.get("verifier/masked", 0)) for s in stages),
+        "engine_switches": state.engine_switches,
+        "reward/rollout_mean": firsts[-1] if firsts else None,
+        "reward/last_updates_mean": lasts[-1] if lasts else None,
+        "time/this_invocation": wall,
+        **dict(state.times),
+        "base_policy": base,
+    }
+    if firsts:
+        totals["reward/first_rollout_mean"] = firsts[0]
+    return totals

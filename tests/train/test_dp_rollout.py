@@ -40,7 +40,7 @@ def _check_store(store_dir: Path, prompts: int) -> None:
     groups = list(store.iter_groups())
     assert sorted(g.group_id for g in groups) == list(range(prompts))  # every prompt exactly once
     assert all(len(g.samples) == G and sorted(s.sample_index for s in g.samples) == list(range(G)) for g in groups)
-    files = [s["file"] for s in store.manifest["shards"]]
+    files = [s.file for s in store.manifest.shards]
     assert {f.split("/")[0] for f in files} == {"rank-00", "rank-01"}  # both ranks generated
     for rank in (0, 1):
         part = StageStore.open(store_dir / f"rank-{rank:02d}")

@@ -1,5 +1,6 @@
-"""Kill-and-resume: a training process killed with SIGKILL mid-optimization, resumed with --resume,
-ends with the same weights as an uninterrupted run and never regenerates a finished stage store."""
+"""Kill-and-resume: a training process killed with SIGKILL mid-optimization (at a chosen update, through
+the trainer's update hook, so the test does not race the run), resumed with --resume, ends with the same
+weights as an uninterrupted run and never regenerates a finished stage store."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,20 @@ def _content(store: StageStore) -> list[tuple]:
                   for g in store.iter_groups() for s in g.samples)
 
 
+KILL_AFTER = """
+import os, signal, sys
+from mucode.config import load_config
+from mucode.train.loop import run_training
+
+def die(state):
+    if state.global_update == int(sys.argv[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+run_training(load_config(None, sys.argv[2:]), on_update=die)
+"""
+"""A training process that SIGKILLs itself right after update ``argv[1]`` (no cleanup runs, as in a crash)."""
+
+
 def _cli(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "mucode.cli", "train", "--no-plot", *args]
 
@@ -48,20 +62,16 @@ def test_killed_run_resumes_to_the_same_weights_without_regenerating(
     ref_dir = tmp_path / "reference"
     run_training(load_config(None, run_overrides(small_policy, data, ref_dir, **settings)))
 
-    # The run under test: a real process, killed with SIGKILL during stage 1's optimization.
+    # The run under test: a real process that SIGKILLs itself right after update 9 (stage 1's third of 6
+    # updates; the last checkpoint is update 8's), from the trainer's own per-update hook: where the kill
+    # lands does not depend on timing.
     run_dir = tmp_path / "killed"
     args = run_overrides(small_policy, data, run_dir, **settings)
-    log = tmp_path / "killed.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(_cli(args), stdout=sink, stderr=subprocess.STDOUT, env=os.environ.copy())
-        deadline = time.monotonic() + 240
-        while _updates(run_dir) < 8 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert proc.poll() is None, f"the run ended before it could be killed: {log.read_text()[-2000:]}"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    killed_at = _updates(run_dir)
-    assert 8 <= killed_at < 12  # killed during stage 1's optimization (updates 7-12)
+    killed = subprocess.run([sys.executable, "-c", KILL_AFTER, "9", *args], capture_output=True, text=True,
+                            env=os.environ.copy(), timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-3000:]
+    assert _updates(run_dir) == 9  # every finished update is logged before the kill
+    assert (run_dir / "checkpoints" / "latest").read_text() == "update-00000008"  # update 9 must be replayed
     stores = sorted((run_dir / "stages").glob("stage-*/manifest.json"))
     assert len(stores) == 2
     before = {p: (p.stat().st_mtime_ns, p.read_text()) for p in stores}
@@ -79,7 +89,7 @@ def test_killed_run_resumes_to_the_same_weights_without_regenerating(
     # Resume through the CLI, as a user would.
     done = subprocess.run(_cli([*args, "--resume"]), capture_output=True, text=True, env=os.environ.copy(), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "resuming at stage 1" in done.stdout
+    assert "resuming at stage 1, update 2/6 (global 8)" in done.stdout
 
     # The finished stage stores were reused as they were, not regenerated.
     for path, (mtime, text) in before.items():

@@ -36,7 +36,7 @@ def _write(path: Path, n: int = 10, per_shard: int = 3) -> StageStore:
 def test_round_trip_and_every_group_visited_once_per_pass(tmp_path: Path) -> None:
     store = _write(tmp_path / "s", n=10, per_shard=3)
     assert store.num_groups == 10 and store.num_rows == 40
-    assert len(store.manifest["shards"]) == 4
+    assert len(store.manifest.shards) == 4
     batches = list(store.minibatches(2, seed=7))
     assert len(batches) == 5
     seen = [g.group_id for b in batches for g in b]
@@ -99,3 +99,30 @@ def test_minibatch_larger_than_store_is_refused(tmp_path: Path) -> None:
     store = _write(tmp_path / "s", n=3)
     with pytest.raises(StoreError, match="fewer than the 4 prompts"):
         next(store.minibatches(4, seed=0))
+
+
+def test_the_manifest_is_typed_and_changed_only_through_the_store(tmp_path: Path) -> None:
+    from mucode.train.store import ShardEntry, StoreManifest, merge_stores
+
+    writer = StageWriter.create(tmp_path / "s", stage=2, expected_groups=2, groups_per_shard=1, meta={"engine_starts": 1})
+    writer.add(_group(0))
+    writer.update_meta({"engine_starts": 2})  # written at once: a crash now keeps the count
+    manifest = StoreManifest.read(tmp_path / "s")
+    assert manifest.stage == 2 and manifest.groups == 1 and not manifest.complete
+    assert manifest.meta == {"engine_starts": 2} and isinstance(manifest.shards[0], ShardEntry)
+    writer.add(_group(1))
+    store = writer.finish(extra_meta={"rollout": {"reward/rollout_mean": 0.5}})
+    assert store.manifest == StoreManifest.read(tmp_path / "s") and store.manifest.group_ids == [0, 1]
+    assert json.loads((tmp_path / "s" / "manifest.json").read_text())["shards"][1]["file"] == "shard-00001.parquet"
+
+    # parts (one per rank) merge into one store whose shards are re-verified when it is opened
+    parts = [tmp_path / "m" / "rank-00", tmp_path / "m" / "rank-01"]
+    for rank, part in enumerate(parts):
+        w = StageWriter.create(part, stage=0, expected_groups=1)
+        w.add(_group(rank))
+        w.finish()
+    merged = merge_stores(tmp_path / "m", parts, stage=0, expected_groups=2, meta=lambda ms: {"parts": len(ms)})
+    assert [s.file for s in merged.shards] == ["rank-00/shard-00000.parquet", "rank-01/shard-00000.parquet"]
+    assert StageStore.open(tmp_path / "m").meta == {"parts": 2}
+    with pytest.raises(StoreError, match="2 groups .*3 expected"):
+        merge_stores(tmp_path / "m", parts, stage=0, expected_groups=3, meta=lambda ms: {})
