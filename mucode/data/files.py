@@ -42,7 +42,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +166,7 @@ class _TypingFailureFilter(logging.Filter):
         return not str(record.msg).startswith("Failed to load JSON from file")
 
 
-def _datasets_rows(path: Path, builder: str) -> Iterator[dict[str, Any]]:
+def _datasets_rows(path: Path, builder: str) -> Generator[dict[str, Any], None, None]:
     import datasets
 
     json_logger = logging.getLogger("datasets.packaged_modules.json.json")
@@ -245,24 +245,24 @@ def iter_file_rows(path: Path) -> Iterator[dict[str, Any]]:
     builder = _builder(path)
     delivered = 0
     if builder is not None:
+        rows = _datasets_rows(path, builder)
         reason = ""
-        try:
-            rows = _datasets_rows(path, builder)
-        except Exception as err:
-            rows, reason = iter(()), f"datasets could not open it ({type(err).__name__}: {err})"
-        while not reason:
-            try:
-                row = next(rows)
-            except StopIteration:
-                return
-            except Exception as err:  # Arrow could not type the file (mixed types), or malformed JSON
-                reason = f"datasets could not type it ({type(err).__name__}: {str(err)[:200]})"
-                break
-            if builder == "json" and _has_nested_null(row):
-                reason = "nested objects differ in their keys (Arrow would fill the missing ones with nulls)"
-                break
-            yield row
-            delivered += 1
+        try:  # closed in every case: a half-read stream must not outlive its reader (Arrow threads)
+            while not reason:
+                try:
+                    row = next(rows)
+                except StopIteration:
+                    return
+                except Exception as err:  # Arrow could not type the file (mixed types), or malformed JSON
+                    reason = f"datasets could not read it ({type(err).__name__}: {str(err)[:200]})"
+                    break
+                if builder == "json" and _has_nested_null(row):
+                    reason = "nested objects differ in their keys (Arrow would fill the missing ones with nulls)"
+                    break
+                yield row
+                delivered += 1
+        finally:
+            rows.close()
         logger.info("%s: reading rows %d… with the standard library: %s", path, delivered, reason)
     yield from itertools.islice(_plain_rows(path), delivered, None)
 
