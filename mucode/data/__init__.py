@@ -21,7 +21,9 @@ program (``math``/``code``/plugin); ``spec`` is the spec (math ``{"answer": ...}
 ``mucode.data.loader`` (``load_task_set`` also returns what was dropped and why) and
 ``mucode.data.schemas`` for the row schemas (code_contests, math, verl, mucode) and filters.
 ``DEFAULT_SOURCES`` holds the paper's training sets; ``MATH_INSTRUCTION``/``CODE_INSTRUCTION``
-the default instructions. Formats and offline use: docs/data.md.
+the default instructions. Files (local or from the Hub) are read by ``mucode.data.files``, the one
+reading layer the evaluators share (``datasets`` streaming, with a standard-library fallback where
+Arrow typing would change the data). Formats and offline use: docs/data.md.
 """
 
 from mucode.data.loader import DEFAULT_SOURCES, TaskSet, load_task_set, load_tasks
