@@ -151,3 +151,22 @@ def test_a_plugin_benchmark_is_evaluated_by_name_with_its_own_protocol(
                              "stop": []} for name in ("wordcount_a", "wordcount_b")}  # fmt: skip
     assert len(built) == 1 and built[0].closed  # one engine for the kind, closed when it is done
     assert "wordcount" not in BENCHMARKS
+
+
+def test_math_with_the_shared_docker_default_starts_no_sandbox(tmp_path: Path) -> None:
+    """Every command defaults to `--backend docker`; a math run must not need Docker for it."""
+    from mucode.eval.math_bench import load_math_problems
+
+    problems = load_math_problems("aime24")
+    samples = tmp_path / "aime24.jsonl"
+    samples.write_text("".join(json.dumps({"id": p.id, "response": f"So $\\boxed{{{p.answer}}}$."}) + "\n"
+                               for p in problems))  # fmt: skip
+    report = tmp_path / "r.json"
+    done = subprocess.run(
+        [sys.executable, "-c", "from mucode.cli import main; main()", "eval", "math", "--samples", str(samples),
+         "--benchmark", "aime24", "--no-cache", "-o", str(report)],
+        env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(report.read_text())["aime24"]["pass@1"] == 1.0
