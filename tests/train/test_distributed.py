@@ -31,3 +31,21 @@ def test_two_gloo_ranks_make_the_single_process_update(small_policy: Path, tmp_p
         assert two["metrics"][key] == pytest.approx(one["metrics"][key], rel=1e-4), key
     for name, tensor in one["weights"].items():
         torch.testing.assert_close(two["weights"][name], tensor, rtol=0, atol=1e-4)
+
+
+def test_wrappers_are_recognised_in_one_place(tmp_path: Path) -> None:
+    """``is_wrapped``/``is_fsdp``/``unwrap`` (the one test of a wrapper): a DDP module on a one-rank gloo
+    group is wrapped but not FSDP, and unwraps to the user's module (FSDP itself needs an accelerator)."""
+    import torch.distributed as dist
+    from torch import nn
+
+    from mucode.train.distributed import is_fsdp, is_wrapped, unwrap
+
+    plain = nn.Linear(2, 2)
+    assert not is_wrapped(plain) and not is_fsdp(plain) and unwrap(plain) is plain
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        ddp = nn.parallel.DistributedDataParallel(plain)
+        assert is_wrapped(ddp) and not is_fsdp(ddp) and unwrap(ddp) is plain
+    finally:
+        dist.destroy_process_group()
