@@ -2,7 +2,8 @@
 copies of the math benchmarks (``mucode/assets/math/``, provenance in its README).
 
 The tiny policy is a ~0.2 M-parameter Llama-architecture causal LM with a byte-level BPE tokenizer
-(ChatML chat template) made by ``scripts/make_tiny_policy.py`` with a short supervised warm-up on
+(ChatML chat template) made by ``mucode.assets.tiny_build`` (its command line:
+``scripts/make_tiny_policy.py``) with a short supervised warm-up on
 the toy tasks (``mucode.data.toy``) in which only part of the targets are right and in the scored
 format, so that it starts with a low but non-zero reward. It loads offline with ``from_pretrained``
 (``recipe.json`` records the script's settings).
