@@ -28,7 +28,6 @@ UNDECLARED = {
     "huggingface_hub": "installed with transformers, which is built on it",
     "starlette": "FastAPI's foundation, installed with fastapi",
     "packaging": "installed with transformers (and vllm, whose version mucode.rollout.vllm checks)",
-    "datasets": "optional: mucode.data.files reads with the standard library without it (verl installs it)",
 }
 
 
