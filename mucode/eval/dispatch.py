@@ -124,6 +124,8 @@ def evaluate_benchmarks(
     `metrics_from_report` flattens the result into `eval/<benchmark>/pass@k` keys for a logger.
     `limit` keeps the first problems of each benchmark (smoke runs; not comparable with papers).
     """
+    if engine is None and engine_for is None:
+        raise ValueError("evaluate_benchmarks needs an engine or engine_for (a protocol -> engine callable)")
     root = Path(data_dir) if data_dir is not None else None
     report: dict[str, Any] = {}
     for bench, chosen, members in protocols_for(names, protocol, context_tokens, **(sampling or {})):
