@@ -139,3 +139,14 @@ def test_rows_too_large_for_one_batch_read_back_the_same(tmp_path: Path) -> None
     assert [(r["id"], r["tests"][:4], len(r["tests"])) for r in iter_rows([path])] == [
         (r["id"], r["tests"][:4], len(r["tests"])) for r in rows
     ]
+
+
+def test_mucode_rows_mixing_math_and_code_keep_their_specs_exact(tmp_path: Path) -> None:
+    from mucode.data import load_tasks
+
+    specs = [{"answer": "4"}, {"tests": {"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]}},
+             {"answer": "null"}]  # fmt: skip
+    rows = [{"prompt_id": f"p{i}", "prompt": "Solve.", "program": "code" if "tests" in spec else "math", "spec": spec}
+            for i, spec in enumerate(specs)]  # fmt: skip
+    records = load_tasks(str(_jsonl(tmp_path / "mixed_specs.jsonl", rows)), "math")
+    assert [(r.program, r.spec) for r in records] == [(row["program"], row["spec"]) for row in rows]
