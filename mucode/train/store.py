@@ -33,7 +33,7 @@ import json
 import os
 import random
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,10 @@ class StoredGroup:
     group_id: int
     prompt_id: str
     samples: list[StoredSample] = field(default_factory=list)
+
+
+_SAMPLE_FIELDS = [f.name for f in fields(StoredSample)]
+"""Every field of a sample is a column of :data:`SCHEMA` of the same name."""
 
 
 def _sha256(path: Path) -> str:
@@ -427,23 +431,7 @@ class StageStore:
             group = groups.setdefault(
                 row["group_id"], StoredGroup(group_id=row["group_id"], prompt_id=row["prompt_id"])
             )
-            group.samples.append(
-                StoredSample(
-                    prompt_id=row["prompt_id"],
-                    sample_index=row["sample_index"],
-                    prompt_tokens=row["prompt_tokens"],
-                    response_tokens=row["response_tokens"],
-                    behaviour_logprobs=row["behaviour_logprobs"],
-                    reward=row["reward"],
-                    status=row["status"],
-                    masked=row["masked"],
-                    advantage=row["advantage"],
-                    response_text=row["response_text"],
-                    truncated=row["truncated"],
-                    generate_s=row["generate_s"],
-                    verify_s=row["verify_s"],
-                )
-            )
+            group.samples.append(StoredSample(**{name: row[name] for name in _SAMPLE_FIELDS}))
         if len(groups) != shard.groups:
             raise StoreError(
                 f"stage store {self.path}: {shard.file} has {len(groups)} groups, the manifest "
