@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import inspect
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 from pydantic import (
@@ -159,9 +159,11 @@ def objective_param_keys() -> list[tuple[str, str, Any, Any, str]]:
     rows = []
     for name, objective in OBJECTIVES.items():
         params_type = objective.params_type
-        hints, docs, defaults = typing.get_type_hints(params_type), _attribute_docs(params_type), params_type()
+        hints, docs = typing.get_type_hints(params_type), _attribute_docs(params_type)
         for f in fields(params_type):
-            rows.append((name, f.name, getattr(defaults, f.name), hints[f.name], docs.get(f.name, "")))
+            factory = f.default_factory
+            default = f.default if f.default is not MISSING else factory() if factory is not MISSING else None
+            rows.append((name, f.name, default, hints[f.name], docs.get(f.name, "")))
     return rows
 
 
