@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -36,15 +37,52 @@ class VerifierUnavailableError(RuntimeError):
     """The verifier could not score a sample (infrastructure, after every retry); not a wrong answer."""
 
 
+class _LoopThread:
+    """An event loop in a daemon thread, started on first use; ``stop`` closes a client on it first."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        with self.lock:
+            if self.loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name=self.name, daemon=True)
+                thread.start()
+                self.loop, self.thread = loop, thread
+            return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self, client: VerifierClient) -> None:
+        with self.lock:
+            loop, thread = self.loop, self.thread
+            self.loop = self.thread = None
+        if loop is None or thread is None:
+            return
+        if threading.current_thread() is thread:  # a garbage collection ran the finalizer on the loop itself
+            loop.call_soon(loop.stop)
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=30)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=30)
+            loop.close()
+
+
 class VerifierSession:
-    """A blocking facade over ``VerifierClient`` (keyword arguments are the client's)."""
+    """A blocking facade over ``VerifierClient`` (keyword arguments are the client's).
+
+    ``close`` (or leaving the ``with`` block) closes the connections and stops the thread; a session
+    that is dropped without it (a reward function whose framework never closes it) does the same
+    when it is garbage collected, or at interpreter exit."""
 
     def __init__(self, urls: str | list[str], *, name: str = "mucode-verifier", **client_options: Any) -> None:
         self.client = VerifierClient(urls, **client_options)
-        self._name = name
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._thread = _LoopThread(name)
+        self._closer = weakref.finalize(self, self._thread.stop, self.client)
 
     @property
     def stats(self) -> SendStats:
@@ -54,7 +92,7 @@ class VerifierSession:
     def submit(self, items: Items, then: Callable[[Scored], T] | None = None) -> Future[Any]:
         """Scores ``items`` in the background; the future holds the ``Scored`` result, or what ``then``
         (run on the session's thread as soon as the items are scored) returns for it."""
-        return self._run(self._score(list(items), then))
+        return self._thread.run(self._score(list(items), then))
 
     def score(self, items: Items) -> Scored:
         """Blocking: the results of ``items`` and how many times each was sent."""
@@ -70,18 +108,8 @@ class VerifierSession:
         return results
 
     def close(self) -> None:
-        """Closes the client's connections and stops the thread (idempotent)."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        try:
-            asyncio.run_coroutine_threadsafe(self.client.aclose(), loop).result(timeout=30)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=30)
-            loop.close()
+        """Closes the client's connections and stops the thread (a later call starts them again)."""
+        self._thread.stop(self.client)
 
     def __enter__(self) -> VerifierSession:
         return self
@@ -92,15 +120,6 @@ class VerifierSession:
     async def _score(self, items: Items, then: Callable[[Scored], T] | None) -> Scored | T:
         scored = await self.client.score(items)
         return then(scored) if then is not None else scored
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name=self._name, daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def _refuse_in_loop(self) -> None:
         try:

@@ -33,8 +33,10 @@ def _load_by_path() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def reward() -> ModuleType:
-    return _load_by_path()
+def reward() -> Iterator[ModuleType]:
+    module = _load_by_path()
+    yield module
+    module.close()
 
 
 @pytest.fixture(scope="module")

@@ -269,3 +269,19 @@ def test_the_old_retry_key_names_the_new_one() -> None:
     with pytest.raises(ConfigError, match=r"verifier.max_retries was renamed verifier.retries"):
         load_config(None, ["verifier.max_retries=1"])
     assert load_config(None, ["verifier.retries=1"]).verifier.retries == 1
+
+
+def test_a_dropped_session_closes_its_connections_and_thread(math_url: str) -> None:
+    """TRL and verl never close their reward function's session: dropping it must not leak."""
+    import gc
+    import warnings
+
+    session = VerifierSession(math_url, name="mucode-test-dropped")
+    assert [r.status for r in session.verify(_items(2))] == ["wrong_answer", "correct"]
+    assert any(t.name == "mucode-test-dropped" for t in threading.enumerate())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del session
+        gc.collect()
+    assert not any(t.name == "mucode-test-dropped" for t in threading.enumerate())
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]

@@ -28,7 +28,7 @@ from mucode.verifier.protocol import Result, Status
 from mucode.verifier.samples import to_item
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 
-__all__ = ["VerifierUnavailableError", "compute_score", "compute_score_batch", "to_item"]
+__all__ = ["VerifierUnavailableError", "close", "compute_score", "compute_score_batch", "to_item"]
 
 _sessions: dict[tuple[str, str | None], VerifierSession] = {}
 _lock = threading.Lock()
@@ -46,6 +46,16 @@ def _session(extra_info: dict[str, Any] | None) -> VerifierSession:
         if key not in _sessions:
             _sessions[key] = VerifierSession(str(url), name="mucode-verl-reward", token=token)
         return _sessions[key]
+
+
+def close() -> None:
+    """Closes the sessions this process opened (verl never calls it: they live as long as its workers,
+    and are closed at exit; for scripts and tests)."""
+    with _lock:
+        sessions = list(_sessions.values())
+        _sessions.clear()
+    for session in sessions:
+        session.close()
 
 
 def _verl_score(result: Result) -> dict[str, Any]:
