@@ -16,7 +16,6 @@ Jobs running on an executor that dies come back ``sandbox_error`` (after one re-
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from pathlib import Path
@@ -58,7 +57,7 @@ class AttachBackend(PooledBackend):
             raise NoExecutorError(f"no executor answers in {self.socket_dir} (expected <name>.sock and <name>.ctl "
                                   "from sandbox containers sharing that volume): start them first")
         if self.health_interval_s > 0:
-            self._monitor = asyncio.create_task(self._watch())
+            self._start_monitor(self.health_interval_s, "attached", self._scan)
 
     async def _scan(self) -> None:
         """Add every answering executor socket in socket_dir that is not in the pool yet."""
@@ -81,18 +80,6 @@ class AttachBackend(PooledBackend):
             logger.warning("dropping attached executor %s until it answers healthy again: %s (after: %s)",
                            ep.name, reason, exc)
             await self._pool.remove(ep.name)
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.health_interval_s)
-            try:
-                for ep in list(self.pool.endpoints.values()):
-                    await self._executor_failed(ep, RuntimeError("periodic health check"))
-                await self._scan()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # keep monitoring whatever happened
-                logger.warning("attached sandbox monitor: %r", exc)
 
     async def health(self) -> dict[str, object]:
         out = await super().health()

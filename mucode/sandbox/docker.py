@@ -117,7 +117,7 @@ class DockerPoolBackend(PooledBackend):
             await self.close()
             raise
         if self.health_interval_s > 0:
-            self._monitor = asyncio.create_task(self._watch())
+            self._start_monitor(self.health_interval_s, "managed docker", self._replace_missing)
 
     async def _collect_stale(self) -> None:
         """Remove sandbox containers whose owner process (on this host) died without close()."""
@@ -235,19 +235,11 @@ class DockerPoolBackend(PooledBackend):
             await self._pool.remove(ep.name)
         self._replace_soon(ep.name, f"{reason} (after: {exc})")
 
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.health_interval_s)
-            try:
-                for ep in list(self.pool.endpoints.values()):
-                    await self._executor_failed(ep, RuntimeError("periodic health check"))
-                for name in [n for n in self._containers if n not in self.pool.endpoints
-                             and n not in self._replacing and n not in self._starting]:
-                    await self._replace(name, "missing from the pool")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # keep monitoring whatever happened
-                logger.warning("sandbox monitor: %r", exc)
+    async def _replace_missing(self) -> None:
+        """Replace each container of the pool that is neither in it nor already being replaced."""
+        for name in [n for n in self._containers if n not in self.pool.endpoints
+                     and n not in self._replacing and n not in self._starting]:
+            await self._replace(name, "missing from the pool")
 
     async def health(self) -> dict[str, object]:
         out = await super().health()

@@ -144,7 +144,7 @@ class LocalBackend(PooledBackend):
         self._lock = asyncio.Lock()
         await self._launch()
         if self.health_interval_s > 0:
-            self._monitor = asyncio.create_task(self._watch())
+            self._start_monitor(self.health_interval_s, "local", self._restart_if_empty)
 
     async def _launch(self) -> None:
         self._workdir = Path(tempfile.mkdtemp(prefix="mucode-local-"))
@@ -264,18 +264,10 @@ class LocalBackend(PooledBackend):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.health_interval_s)
-            try:
-                for ep in list(self.pool.endpoints.values()):
-                    await self._executor_failed(ep, RuntimeError("health check"))
-                if not self.pool.endpoints and not self._tasks:  # a failed restart: try again
-                    await self._restart()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # keep monitoring whatever happened
-                logger.warning("local sandbox monitor: %r", exc)
+    async def _restart_if_empty(self) -> None:
+        """A failed restart left no executor: try again."""
+        if not self.pool.endpoints and not self._tasks:
+            await self._restart()
 
     async def health(self) -> dict[str, object]:
         out = await super().health()

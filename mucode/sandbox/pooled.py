@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mucode.sandbox import asserts
@@ -114,6 +115,24 @@ class PooledBackend:
         """Background health watcher of the pool (subclasses start it)."""
         self._tasks: set[asyncio.Task[None]] = set()
         """Background repairs (replacements, restarts) in flight."""
+
+    def _start_monitor(self, interval_s: float, label: str, step: Callable[[], Awaitable[None]]) -> None:
+        """Every ``interval_s``: check each executor of the pool (``_executor_failed``), then run the
+        backend's own ``step`` (rescan, replace, restart). The monitor logs and survives any error."""
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                try:
+                    for ep in list(self.pool.endpoints.values()):
+                        await self._executor_failed(ep, RuntimeError("periodic health check"))
+                    await step()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # keep monitoring whatever happened
+                    logger.warning("%s sandbox monitor: %r", label, exc)
+
+        self._monitor = asyncio.create_task(watch())
 
     async def _stop_background(self) -> None:
         """Cancel the monitor and every background repair, and wait for them to end."""
