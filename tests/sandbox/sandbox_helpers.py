@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import subprocess
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
@@ -146,3 +147,17 @@ def every_slot_correct(sb: Handle) -> None:
     bad = stdio_job("a, b = map(int, input().split())\nprint(a - b)", ["2 3\n"], ["5"])
     for r in every_slot(sb, bad):
         assert r.verdict is Verdict.wrong_answer, r
+
+
+def docker_cli(*args: str) -> str:
+    """The Docker CLI, as an operator would run it (the tests check the SDK-driven backend from outside)."""
+    return subprocess.run(["docker", *args], check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+def wait_until(cond: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Poll ``cond`` until it is true; fail the test naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)

@@ -9,31 +9,18 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from sandbox_helpers import GUARD as GUARD_SAFE
-from sandbox_helpers import Handle, slot_processes, stdio_job
+from sandbox_helpers import Handle, docker_cli, slot_processes, stdio_job, wait_until
 
 from mucode.sandbox import Verdict, make_backend
 from mucode.sandbox.docker import LABEL
 
 SLEEPER = "import time\ntime.sleep(6)\nprint(1)"  # still running when the breaker fires (once it is seen busy)
 BENIGN = stdio_job("print(int(input()) + 1)", ["41\n"], ["42"])
-
-
-def _docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], check=True, capture_output=True, text=True, timeout=60).stdout
-
-
-def _wait_until(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def _in_flight_then(h: Handle, breaker) -> object:  # type: ignore[no-untyped-def]
@@ -44,7 +31,7 @@ def _in_flight_then(h: Handle, breaker) -> object:  # type: ignore[no-untyped-de
         health = h.health()
         return bool(health["idle"] < health["pool_size"])
 
-    _wait_until(lambda: fut.done() or busy(), 60, "the job to hold a slot")
+    wait_until(lambda: fut.done() or busy(), 60, "the job to hold a slot")
     assert not fut.done(), f"the job ended before its executor could be broken: {fut.result()}"
     breaker()
     return fut.result(120)
@@ -55,13 +42,13 @@ def test_docker_dead_container_is_replaced_and_its_job_re_run_there() -> None:
     h = Handle("docker", containers=1, slots_per_container=2, uid_base=10600, health_interval_s=0.5)
     try:
         (name,) = h.backend.container_names  # type: ignore[attr-defined]
-        result = _in_flight_then(h, lambda: _docker("kill", name))
+        result = _in_flight_then(h, lambda: docker_cli("kill", name))
         # the job failed with its container and ran once more on the replacement's fresh slot
         assert result.verdict is Verdict.correct, result  # type: ignore[attr-defined]
         assert h.backend.replaced >= 1  # type: ignore[attr-defined]
-        _wait_until(lambda: h.health()["ok"] and name not in h.backend.container_names, 60, "a replacement")  # type: ignore[attr-defined]
+        wait_until(lambda: h.health()["ok"] and name not in h.backend.container_names, 60, "a replacement")  # type: ignore[attr-defined]
         assert h.judge(BENIGN).verdict is Verdict.correct
-        assert not _docker("ps", "-aq", "--filter", f"name={name}").strip()
+        assert not docker_cli("ps", "-aq", "--filter", f"name={name}").strip()
     finally:
         h.close()
 
@@ -74,8 +61,8 @@ def test_docker_tampered_container_is_replaced() -> None:
     try:
         (name,) = h.backend.container_names  # type: ignore[attr-defined]
         uid = h.slot_uids[1]
-        _docker("exec", "-d", "-u", str(uid), name, "python3", "-c", "import time; time.sleep(600)")
-        _wait_until(lambda: name not in h.backend.container_names and h.health()["ok"], 60, "the replacement")  # type: ignore[attr-defined]
+        docker_cli("exec", "-d", "-u", str(uid), name, "python3", "-c", "import time; time.sleep(600)")
+        wait_until(lambda: name not in h.backend.container_names and h.health()["ok"], 60, "the replacement")  # type: ignore[attr-defined]
         assert h.health()["replaced"] >= 1
         assert h.judge(BENIGN).verdict is Verdict.correct
         assert not slot_processes([uid]) or all(  # the planted process died with its container
@@ -92,9 +79,9 @@ def test_docker_close_leaves_nothing_behind() -> None:
     owner = h.backend.owner  # type: ignore[attr-defined]
     host_dir = h.backend._host_dir  # type: ignore[attr-defined]
     assert h.judge(BENIGN).verdict is Verdict.correct
-    assert len(_docker("ps", "-q", "--filter", f"label={LABEL}.owner={owner}").split()) == 2
+    assert len(docker_cli("ps", "-q", "--filter", f"label={LABEL}.owner={owner}").split()) == 2
     h.close()
-    assert not _docker("ps", "-aq", "--filter", f"label={LABEL}.owner={owner}").strip()
+    assert not docker_cli("ps", "-aq", "--filter", f"label={LABEL}.owner={owner}").strip()
     assert host_dir is not None and not Path(host_dir).exists()
     assert not slot_processes(uids)
 
@@ -108,14 +95,14 @@ def test_attach_backend_uses_executors_started_elsewhere() -> None:
     try:
         for k, name in enumerate(names):
             u = 10900 + 2 * k  # a uid range per executor
-            _docker("run", "-d", "--name", name, "--hostname", name, "--network", "none", "--read-only",
+            docker_cli("run", "-d", "--name", name, "--hostname", name, "--network", "none", "--read-only",
                     "--ipc", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID",
                     "--security-opt", "no-new-privileges", "--pids-limit", "200", "--memory", "1g",
                     "--tmpfs", f"/scratch/0:rw,nosuid,nodev,size=32m,uid={u},gid={u},mode=0700",
                     "--tmpfs", f"/scratch/1:rw,nosuid,nodev,size=32m,uid={u + 1},gid={u + 1},mode=0700",
                     "-v", f"{sock_dir}:/run/mucode", "mucode-sandbox:latest",
                     "--socket-dir", "/run/mucode", "--slots", "2", "--uid-base", str(u))
-        _wait_until(lambda: all((sock_dir / f"{n}.ctl").exists() for n in names), 30, "the executors' sockets")
+        wait_until(lambda: all((sock_dir / f"{n}.ctl").exists() for n in names), 30, "the executors' sockets")
         h = Handle("attach", socket_dir=str(sock_dir), health_interval_s=0.5)
         try:
             health = h.health()
@@ -123,15 +110,15 @@ def test_attach_backend_uses_executors_started_elsewhere() -> None:
             results = h.judge_many([BENIGN] * 8)
             assert all(r.verdict is Verdict.correct for r in results)
             # an attached executor that dies is dropped (its job: sandbox_error), the other keeps serving
-            result = _in_flight_then(h, lambda: [_docker("kill", n) for n in names[:1]] and None)
+            result = _in_flight_then(h, lambda: [docker_cli("kill", n) for n in names[:1]] and None)
             if result.verdict is not Verdict.correct:  # type: ignore[attr-defined]
                 assert result.verdict is Verdict.sandbox_error  # type: ignore[attr-defined]
-            _wait_until(lambda: h.health()["pool_size"] == 2, 30, "the dead executor to be dropped")
+            wait_until(lambda: h.health()["pool_size"] == 2, 30, "the dead executor to be dropped")
             assert h.judge(BENIGN).verdict is Verdict.correct
         finally:
             h.close()
         # attach mode never stops what it did not start
-        assert names[1] in _docker("ps", "--format", "{{.Names}}")
+        assert names[1] in docker_cli("ps", "--format", "{{.Names}}")
     finally:
         subprocess.run(["docker", "rm", "-f", *names], capture_output=True, timeout=60)
         subprocess.run(["rm", "-rf", str(sock_dir)], timeout=30)
@@ -149,7 +136,7 @@ def test_local_dead_executor_is_restarted_and_its_job_re_run_there() -> None:
         proc = h.backend._proc  # type: ignore[attr-defined]
         result = _in_flight_then(h, lambda: os.kill(proc.pid, signal.SIGKILL))
         assert result.verdict is Verdict.correct, result  # re-run once on the restarted executor
-        _wait_until(lambda: h.health()["ok"], 30, "the restart")
+        wait_until(lambda: h.health()["ok"], 30, "the restart")
         assert h.health()["restarts"] >= 1
         assert h.judge(BENIGN).verdict is Verdict.correct
     finally:
@@ -233,7 +220,7 @@ def _start_and_kill_owner(kind: str, options: str) -> int:
 
 
 def _containers_of(owner_pid: int) -> list[str]:
-    out = _docker("ps", "-a", "--filter", f"label={LABEL}=1", "--format", '{{.Names}} {{.Label "mucode.sandbox.owner"}}')
+    out = docker_cli("ps", "-a", "--filter", f"label={LABEL}=1", "--format", '{{.Names}} {{.Label "mucode.sandbox.owner"}}')
     return [ln.split()[0] for ln in out.splitlines() if ln.split()[1:] and ln.split()[1].startswith(f"{owner_pid}-")]
 
 
@@ -241,7 +228,7 @@ def test_local_jail_dies_with_its_owner() -> None:
     _local_or_skip()
     _start_and_kill_owner("local", "{'slots': 1, 'uid_base': 61400}")
     # the executor sees EOF on its stdin lifeline and takes its namespace down
-    _wait_until(lambda: not slot_processes([61400]) and not [
+    wait_until(lambda: not slot_processes([61400]) and not [
         p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).count("--uid-base 61400")], 30, "the jail to exit")
 
 

@@ -11,13 +11,12 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_helpers import Handle, stdio_job
+from sandbox_helpers import Handle, docker_cli, stdio_job, wait_until
 
 from mucode.sandbox import Verdict
 from mucode.sandbox.docker_engine import LABEL, Engine
@@ -28,21 +27,9 @@ HARDENING = ["NetworkMode", "ReadonlyRootfs", "IpcMode", "CapDrop", "CapAdd", "S
              "MemorySwap", "NanoCpus", "CpuShares", "Tmpfs", "Binds", "Privileged"]
 
 
-def _docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], check=True, capture_output=True, text=True, timeout=60).stdout
-
-
 def _inspect(name: str) -> dict[str, Any]:
-    out: list[dict[str, Any]] = json.loads(_docker("inspect", name))
+    out: list[dict[str, Any]] = json.loads(docker_cli("inspect", name))
     return out[0]
-
-
-def _wait_until(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.mark.docker
@@ -50,7 +37,7 @@ def test_the_sdk_negotiates_this_engines_api_version() -> None:
     """Debian's docker.io speaks an older API than docker-py's default: the SDK must ask the engine."""
     engine = Engine()
     try:
-        server = _docker("version", "--format", "{{.Server.APIVersion}}").strip()
+        server = docker_cli("version", "--format", "{{.Server.APIVersion}}").strip()
         assert engine.api_version == server
     finally:
         engine.close()
@@ -85,7 +72,7 @@ def test_every_hardening_option_is_set_on_the_created_container() -> None:
         assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1"
         assert int(status["CapBnd"], 16) == (1 << 6) | (1 << 7)  # CAP_SETGID | CAP_SETUID
         # the same container as the `docker run` form shows it, field by field
-        _docker("create", "--name", reference, "--network", "none", "--read-only", "--ipc", "none",
+        docker_cli("create", "--name", reference, "--network", "none", "--read-only", "--ipc", "none",
                 "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID",
                 "--security-opt", "no-new-privileges", "--pids-limit", "150", "--memory", "700m",
                 "--memory-swap", "700m", "--cpus", "1.5", "--cpu-shares", "2048",
@@ -114,8 +101,8 @@ def test_a_dead_container_is_noticed_from_the_events_stream() -> None:
     try:
         assert h.health()["events"] is True
         (name,) = h.backend.container_names  # type: ignore[attr-defined]
-        _docker("kill", name)
-        _wait_until(lambda: h.backend.replaced >= 1 and name not in h.backend.container_names  # type: ignore[attr-defined]
+        docker_cli("kill", name)
+        wait_until(lambda: h.backend.replaced >= 1 and name not in h.backend.container_names  # type: ignore[attr-defined]
                     and h.health()["ok"], 90, "the replacement")
         assert h.judge(BENIGN).verdict is Verdict.correct
     finally:
@@ -130,8 +117,8 @@ def test_a_death_while_the_events_stream_reconnects_is_not_lost() -> None:
     try:
         (name,) = h.backend.container_names  # type: ignore[attr-defined]
         h.backend._events._stream.close()  # type: ignore[attr-defined]  # the watcher waits 1 s, then reconnects
-        _docker("kill", name)
-        _wait_until(lambda: h.backend.replaced >= 1 and name not in h.backend.container_names  # type: ignore[attr-defined]
+        docker_cli("kill", name)
+        wait_until(lambda: h.backend.replaced >= 1 and name not in h.backend.container_names  # type: ignore[attr-defined]
                     and h.health()["ok"], 90, "the replacement")
     finally:
         h.close()
@@ -184,4 +171,4 @@ def test_a_container_that_exits_at_start_fails_start_with_its_log() -> None:
     with pytest.raises(DockerError, match=r"(?s)exited at start; its log: .*--fsize-mb"):
         asyncio.run(start())
     owner = backend.owner  # type: ignore[attr-defined]
-    assert not _docker("ps", "-aq", "--filter", f"label={LABEL}.owner={owner}").strip()
+    assert not docker_cli("ps", "-aq", "--filter", f"label={LABEL}.owner={owner}").strip()
