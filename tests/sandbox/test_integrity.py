@@ -9,6 +9,8 @@ slot uid is left.
 
 from __future__ import annotations
 
+import errno
+
 from sandbox_helpers import (
     GUARD,
     Handle,
@@ -169,9 +171,30 @@ COUNT_IPC = ("n = 0\nfor kind in ('shm', 'sem', 'msg'):\n"
              "    n += len(open('/proc/sysvipc/' + kind).read().splitlines()) - 1\nprint(n)\n")
 
 
+IPC_GETS = GUARD + '''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+codes = []
+for call, args in (("shmget", (0x6d00, 4096, 0o1666)), ("semget", (0x6d01, 1, 0o1666)),
+                   ("msgget", (0x6d02, 0o1666))):
+    rc = getattr(libc, call)(*args)
+    codes.append("made" if rc >= 0 else str(ctypes.get_errno()))
+print(" ".join(codes))
+'''
+
+
+def test_sysv_ipc_objects_cannot_be_made(sb: Handle) -> None:
+    """Slots of a docker container share one IPC namespace: a SysV object would be a channel between
+    jobs running at once (and survive until the slot is cleaned), so creating one is refused (EPERM)."""
+    assert_confined(sb)
+    for r in every_slot(sb, stdio_job(IPC_GETS, [""], [f"{errno.EPERM} {errno.EPERM} {errno.EPERM}"])):
+        assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+    every_slot_correct(sb)
+
+
 def test_sysv_ipc_does_not_survive_a_job(sb: Handle) -> None:
     assert_confined(sb)
-    for r in every_slot(sb, stdio_job(SHM_LEAK, [""], ["True"])):
+    for r in every_slot(sb, stdio_job(SHM_LEAK, [""], ["False"])):  # refused (see above)
         assert r.verdict is Verdict.correct, r
     for r in every_slot(sb, stdio_job(COUNT_IPC, [""], ["0"])):
         assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)

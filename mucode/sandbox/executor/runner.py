@@ -14,7 +14,8 @@ used by nobody else and a scratch directory owned by that uid. Per test:
    the wall-clock deadline passes;
 4. clean-up (cleanup.py), from the handler (root; never as the slot uid, outside every limit of
    the program): after each run every process of the slot uid is SIGKILLed and reaped (orphans
-   come to the handler, a subreaper), so the run's CPU time is the handler's children rusage
+   come to the handler, a subreaper) and its SysV IPC objects are removed (before the run's result
+   is sent, so no job that starts after it can see them), so the run's CPU time is the handler's children rusage
    delta: the program's, its threads' and every descendant's, waited for or not; before each run
    but a job's first the scratch dir is emptied (all but a compiled job's build dir), whatever its
    modes or depth (the manager empties it before each job).
@@ -268,6 +269,7 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
         reaped.update(more)
     if not killed or pid not in reaped:
         raise SlotStuck(f"the processes of slot {slot.index} did not die within their deadline")
+    cleanup.remove_ipc(slot.uid)  # before any reply leaves: another slot's next job must not see them
     status, usage = reaped[pid]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
