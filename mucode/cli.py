@@ -75,7 +75,7 @@ config_app = typer.Typer(help="Inspect the resolved configuration.", no_args_is_
 app.add_typer(config_app, name="config")
 
 _AREAS = ("mucode.verifier.commands", "mucode.train.commands", "mucode.eval.commands",
-          "mucode.integrations.commands")
+          "mucode.integrations.verl.commands")
 
 ConfigOption = Annotated[
     str | None,

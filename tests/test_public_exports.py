@@ -12,7 +12,7 @@ is pinned on the package that caused it:
 
 Exceptions, each documented where it lives: ``mucode.sandbox.executor``'s scripts run as files inside
 the sandbox and import their siblings by flat names (only the package and its ``protocol`` module
-are importable from outside); ``mucode.integrations.verl`` registers mucode's losses with verl on
+are importable from outside); ``mucode.integrations.verl.register`` registers mucode's losses with verl on
 import, which is its purpose (verl's own import adds a root log handler), so only its exports are
 checked. Not covered: network connections, and effects of third-party imports that mucode cannot
 tell apart from its own.
@@ -36,7 +36,7 @@ FLAT_IMPORT_SCRIPTS = {"mucode.sandbox.executor.executor", "mucode.sandbox.execu
                        "mucode.sandbox.executor.slots", "mucode.sandbox.executor.cleanup",
                        "mucode.sandbox.executor.languages", "mucode.sandbox.executor.pyrun",
                        "mucode.sandbox.executor.seccomp"}
-REGISTERS_ON_IMPORT = "mucode.integrations.verl"
+REGISTERS_ON_IMPORT = "mucode.integrations.verl.register"
 
 _PROBE = r'''
 import atexit, importlib, json, logging, os, signal, sys, threading

@@ -59,7 +59,7 @@ def test_verl_rows_choose_their_task_per_row(tmp_path: Path) -> None:
 
 
 def test_verl_config_parquet_reads_back_as_the_same_records(tmp_path: Path) -> None:
-    from mucode.integrations.verl_config import write_verl_parquet
+    from mucode.integrations.verl.config import write_verl_parquet
 
     records = load_tasks("toy", "math", limit=2) + load_tasks("toy", "code", limit=2)
     write_verl_parquet(records, tmp_path / "train.parquet")

@@ -17,7 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from mucode.cli import get_app
-from mucode.integrations.verl_config import VERL_LOSSES, write_verl_parquet
+from mucode.integrations.verl.config import VERL_LOSSES, write_verl_parquet
 from mucode.verifier.samples import to_item
 
 
@@ -46,7 +46,7 @@ def test_written_run_composes_and_validates_in_verl(tmp_path: Path, args: list[s
     assert out.exit_code == 0, out.output
     written = tmp_path / "mucode_verl.yaml"
     assert f"--config-path {tmp_path.resolve()} --config-name mucode_verl" in out.stdout
-    assert "VERL_USE_EXTERNAL_MODULES=mucode.integrations.verl" in out.stdout
+    assert "VERL_USE_EXTERNAL_MODULES=mucode.integrations.verl.register" in out.stdout
     raw = yaml.safe_load(written.read_text())
     assert raw["defaults"] == ["ppo_trainer", "_self_"]
     assert isinstance(raw["data"]["train_batch_size"], int)  # typed values, not strings
@@ -62,7 +62,7 @@ def test_written_run_composes_and_validates_in_verl(tmp_path: Path, args: list[s
     assert reward.name == "compute_score" and Path(reward.path).name == "reward.py"
     assert Path(reward.path).is_file()
     env = cfg.ray_kwargs.ray_init.runtime_env.env_vars
-    assert env.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl"
+    assert env.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl.register"
     assert env.MUCODE_VERIFIER_URL == "http://verifier-host:8000"
     assert all(isinstance(v, str) for v in env.values())  # Ray takes string environment variables
     validate_config(cfg, use_reference_policy=False, use_critic=False)  # verl's own checks
@@ -109,7 +109,7 @@ def test_data_is_converted_when_no_train_files_are_given(tmp_path: Path) -> None
 
 def test_objective_params_map_to_verl_keys_and_the_rest_is_warned_about() -> None:
     from mucode.config import load_config
-    from mucode.integrations.verl_config import verl_settings, verl_warnings
+    from mucode.integrations.verl.config import verl_settings, verl_warnings
     from mucode.registry import UnknownNameError
 
     def settings(overrides: list[str]) -> dict[str, object]:

@@ -15,7 +15,7 @@ import torch
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from verl.workers.config import FSDPActorConfig
 
-import mucode.integrations.verl  # noqa: F401  (registers the losses, as VERL_USE_EXTERNAL_MODULES does)
+import mucode.integrations.verl.register  # noqa: F401  (registers the losses, as VERL_USE_EXTERNAL_MODULES does)
 from mucode.algo import M2POParams, MuGRPOParams, get_objective, loss_denominator
 
 F = torch.float64
@@ -167,16 +167,16 @@ def test_registration_happens_only_when_the_module_is_imported() -> None:
         """
         import sys
         import mucode, mucode.algo
-        assert "verl" not in sys.modules and "mucode.integrations.verl" not in sys.modules
+        assert "verl" not in sys.modules and "mucode.integrations.verl.register" not in sys.modules
         import verl  # imports VERL_USE_EXTERNAL_MODULES
         from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, get_policy_loss_fn
-        from mucode.integrations.verl import m2po_policy_loss, mu_grpo_policy_loss
+        from mucode.integrations.verl.register import m2po_policy_loss, mu_grpo_policy_loss
         assert get_policy_loss_fn("mu_grpo") is mu_grpo_policy_loss
         assert get_policy_loss_fn("m2po") is m2po_policy_loss
         print("ok")
         """
     )
-    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "mucode.integrations.verl"}
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "mucode.integrations.verl.register"}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
@@ -199,7 +199,7 @@ def test_documented_overrides_compose_against_the_installed_verl_config() -> Non
     from mucode.integrations.verl.losses import mu_grpo_params
 
     exports, overrides = _documented_overrides()
-    assert exports == ["VERL_USE_EXTERNAL_MODULES=mucode.integrations.verl"]
+    assert exports == ["VERL_USE_EXTERNAL_MODULES=mucode.integrations.verl.register"]
     config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         cfg = compose(
@@ -207,7 +207,7 @@ def test_documented_overrides_compose_against_the_installed_verl_config() -> Non
             overrides=[*overrides, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"],
         )
     env = cfg.ray_kwargs.ray_init.runtime_env.env_vars
-    assert env.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl"
+    assert env.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl.register"
     assert cfg.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 1024  # μ
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)  # what verl's workers build
     assert actor.policy_loss.loss_mode == "mu_grpo"

@@ -22,7 +22,7 @@ def _compose(overrides: list[str]):  # noqa: ANN202 - an omegaconf DictConfig
 
 def _overrides(output: str) -> list[str]:
     lines = [line.strip().rstrip("\\").strip() for line in output.splitlines()]
-    assert lines[0] == "export VERL_USE_EXTERNAL_MODULES=mucode.integrations.verl"
+    assert lines[0] == "export VERL_USE_EXTERNAL_MODULES=mucode.integrations.verl.register"
     assert lines[1] == "python -m verl.trainer.main_ppo"
     return [line for line in lines[2:] if line and not line.startswith("note:")]
 
@@ -45,7 +45,7 @@ def test_verl_config_composes_against_verl(args: list[str], mu: int, loss_mode: 
     assert cfg.data.train_batch_size // actor.ppo_mini_batch_size == mu
     assert actor.ppo_epochs == 1 and actor.policy_loss.loss_mode == loss_mode
     assert not cfg.algorithm.rollout_correction.bypass_mode
-    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl"
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl.register"
     built = omega_conf_to_dataclass(actor)  # what verl's workers construct: rejects unknown keys
     if loss_mode == "mu_grpo":
         assert built.clip_ratio_high == 4.0

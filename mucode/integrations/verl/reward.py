@@ -6,8 +6,8 @@ Point verl at the file (``mucode verl-config`` writes these overrides)::
     reward.custom_reward_function.name=compute_score   # or compute_score_batch with BatchRewardManager
 
 and set ``MUCODE_VERIFIER_URL`` (comma-separated base URLs; ``MUCODE_VERIFIER_TOKEN`` if needed).
-verl loads the file by path, so it imports nothing from ``mucode.integrations.verl`` (whose
-``__init__`` registers mucode's losses in verl): loading it costs the verifier client only.
+verl loads the file by path, so it imports nothing from ``mucode.integrations.verl.register`` (which
+registers mucode's losses in verl): loading it costs the verifier client only.
 
 A verl sample becomes a mucode item by the rules of ``mucode.verifier.samples.to_item`` (a
 ``{"program", "spec"}`` label or ``extra_info["mucode"]``, a code spec, verl's sandbox_fusion

@@ -1,8 +1,7 @@
 """``mucode verl-config``: a complete verl 0.9.1 run (config file + command) for a mucode config.
 
-The config side of the verl integration. It lives beside ``mucode.integrations.verl`` rather than in
-it because importing that package registers the losses in verl's registry, which imports verl
-(~10 s); writing a config file must not need verl installed.
+The config side of the verl integration: it imports neither verl nor the loss registration
+(:mod:`mucode.integrations.verl.register`), so writing a config file does not need verl installed.
 
 What it emits, for a :class:`MucodeConfig` plus the facts of one cluster (:class:`VerlRun`):
 
@@ -38,11 +37,11 @@ from mucode.registry import Registry
 __all__ = ["EXTERNAL_MODULE", "VERL_LOSSES", "VerlRun", "verl_command", "verl_overrides", "verl_run_config", "verl_settings",
            "verl_warnings", "write_verl_parquet", "write_verl_run"]
 
-EXTERNAL_MODULE = "mucode.integrations.verl"
+EXTERNAL_MODULE = "mucode.integrations.verl.register"
 CONFIG_NAME = "mucode_verl"
 ENV = "ray_kwargs.ray_init.runtime_env.env_vars"
 ACTOR = "actor_rollout_ref.actor"
-REWARD_FILE = Path(__file__).resolve().parent / "verl" / "reward.py"
+REWARD_FILE = Path(__file__).resolve().parent / "reward.py"
 """verl's custom reward function file (named by path: importing its package would import verl)."""
 _NO_LIMIT = 1e9  # verl has no "off" for dual-clip and grad clipping: an unreachable constant
 

@@ -35,7 +35,7 @@ def verl_config(
     config file) to add to your own verl command."""
     from mucode.assets import resolve_model_path
     from mucode.cli import resolve_config
-    from mucode.integrations import verl_config as vc
+    from mucode.integrations.verl import config as vc
 
     cfg = resolve_config(config, ([f"data.task={task}"] if task else []) + list(overrides or []))
     if cfg.algo.objective not in vc.VERL_LOSSES:  # a plug-in objective: verl has no loss for it
@@ -71,7 +71,7 @@ def _convert_data(cfg, run, output: Path):  # noqa: ANN001, ANN202 - MucodeConfi
     import dataclasses
 
     from mucode.data import load_tasks
-    from mucode.integrations.verl_config import write_verl_parquet
+    from mucode.integrations.verl.config import write_verl_parquet
 
     d = cfg.data
     try:
