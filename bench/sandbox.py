@@ -38,7 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mucode.sandbox import CodeJob, TestSpec, Verdict, make_backend  # noqa: E402
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec, make_backend  # noqa: E402
 from proctree import cpu_s  # noqa: E402  (bench/proctree.py)
 
 HELLO = "print('hello world')"
@@ -94,7 +95,7 @@ async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -
                         t = time.perf_counter()
                         r = await backend.judge(job)
                         lat.append(time.perf_counter() - t)
-                        if r.verdict is not Verdict.correct:
+                        if r.verdict is not Status.correct:
                             raise RuntimeError(f"{name}: {r}")
 
                 start = time.perf_counter()
@@ -134,7 +135,7 @@ async def under_attack(backend, name: str, jobs: int, conc: int = 2) -> Row:  # 
             t = time.perf_counter()
             r = await backend.judge(job)
             lat.append(time.perf_counter() - t)
-            if r.verdict is not Verdict.correct:
+            if r.verdict is not Status.correct:
                 raise RuntimeError(f"{name} under attack: {r}")
 
     start = time.perf_counter()
@@ -329,7 +330,7 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
         async def one_job() -> None:
             async with sem:
                 r = await b.judge(job)
-                if r.verdict is not Verdict.correct:
+                if r.verdict is not Status.correct:
                     raise RuntimeError(f"{kind}: {r}")
 
         t0, c0 = time.perf_counter(), _executor_cpu_s(b)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from mucode.verifier.protocol import INFRA_STATUSES
+from mucode.protocol import INFRA_STATUSES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.eval.store import RunStore, item_sha
+from mucode.protocol import Item
 from mucode.verifier.client import Scored
-from mucode.verifier.protocol import Item
 from mucode.verifier.session import VerifierSession
 
 __all__ = [

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mucode.verifier.protocol import INFRA_STATUSES
+from mucode.protocol import INFRA_STATUSES
 
 __all__ = ["INFRA_STATUSES", "RunStore", "StoreMismatch", "item_sha", "prompt_key"]
 # INFRA_STATUSES: verifier statuses that say nothing about the response: never a score, never cached.

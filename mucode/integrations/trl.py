@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mucode.verifier.protocol import Item
+from mucode.protocol import Item
 from mucode.verifier.samples import to_item
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 

@@ -5,6 +5,7 @@ through the ``mucode.rewards`` entry-point group (``registry``). Submodules are 
 importing this package stays cheap and free of side effects.
 """
 
-from mucode.rewards.types import INFRA_STATUSES, Item, Result, RewardContext, RewardProgram, RewardStatus
+from mucode.protocol import Status
+from mucode.rewards.types import INFRA_STATUSES, Item, Result, RewardContext, RewardProgram
 
-__all__ = ["INFRA_STATUSES", "Item", "Result", "RewardContext", "RewardProgram", "RewardStatus"]
+__all__ = ["INFRA_STATUSES", "Item", "Result", "RewardContext", "RewardProgram", "Status"]

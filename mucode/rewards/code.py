@@ -15,8 +15,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mucode.protocol import Status
 from mucode.rewards.extract import EXTRACTORS, extract_code
-from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.rewards.types import Item, Result, RewardContext
 from mucode.sandbox.checkers import CHECKERS
 from mucode.sandbox.types import CodeJob, JobResult, TestSpec
 
@@ -91,10 +92,10 @@ class CodeReward:
         program = await asyncio.to_thread(extract_code, item.response, spec.extract,
                                           spec.tests.entry_point or spec.tests.fn_name)
         if program is None:
-            return Result(id=item.id, reward=0.0, status=RewardStatus.no_code,
+            return Result(id=item.id, reward=0.0, status=Status.no_code,
                           details={"error": f"no code found with extract={spec.extract!r}"})
         if ctx.sandbox is None:
-            return Result.infra_failure(item.id, RewardStatus.verifier_error,
+            return Result.infra_failure(item.id, Status.verifier_error,
                                         "this verifier was started without a sandbox")
         job = CodeJob(
             program=program,
@@ -108,20 +109,20 @@ class CodeReward:
         try:
             outcome = await ctx.sandbox.judge(job)
         except Exception as exc:  # noqa: BLE001 - a backend failure is infrastructure, never a reward
-            return Result.infra_failure(item.id, RewardStatus.sandbox_error,
+            return Result.infra_failure(item.id, Status.sandbox_error,
                                         f"sandbox backend failed: {exc!r}"[:1000])
         return _to_result(item.id, outcome)
 
 
 def _to_result(item_id: str | None, outcome: JobResult) -> Result:
-    status = RewardStatus(outcome.verdict)  # the sandbox's Verdict is the same enum
+    status = Status(outcome.verdict)  # the sandbox's Status is the same enum
     details: dict[str, Any] = {
         "wall_s": round(outcome.wall_s, 6),
         "tests": [_test_details(t) for t in outcome.tests],
     }
     if outcome.error:
         details["error"] = outcome.error
-    return Result(id=item_id, reward=1.0 if status is RewardStatus.correct else 0.0, status=status, details=details)
+    return Result(id=item_id, reward=1.0 if status is Status.correct else 0.0, status=status, details=details)
 
 
 def _test_details(test: Any) -> dict[str, Any]:

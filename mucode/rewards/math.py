@@ -12,7 +12,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.protocol import Status
+from mucode.rewards.types import Item, Result, RewardContext
 
 __all__ = ["MathReward", "MathSpec"]
 
@@ -46,12 +47,12 @@ class MathReward:
 
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         if ctx.math is None:
-            return Result.infra_failure(item.id, RewardStatus.verifier_error,
+            return Result.infra_failure(item.id, Status.verifier_error,
                                         "this verifier was started without math workers")
         spec = MathSpec.model_validate(item.spec)
         outcome = await ctx.math.check(spec.answer, item.response, spec.timeout_s)
-        status = RewardStatus(outcome.status)
+        status = Status(outcome.status)
         details = dict(outcome.details)
         details["wall_s"] = round(outcome.wall_s, 6)
-        return Result(id=item.id, reward=1.0 if status is RewardStatus.correct else 0.0,
+        return Result(id=item.id, reward=1.0 if status is Status.correct else 0.0,
                       status=status, details=details)

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mucode.verifier.protocol import Status
+from mucode.protocol import Status
 
 __all__ = ["MathOutcome", "MathWorkerPool"]
 

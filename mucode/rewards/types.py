@@ -1,7 +1,7 @@
 """Types shared by every reward program: the item/result contract.
 
 An ``Item`` is what a trainer, an evaluator or ``mucode verify`` hands in; a ``Result`` is what
-comes back (both defined with the status enum in ``mucode.verifier.protocol``, re-exported here).
+comes back (both defined with the status enum in ``mucode.protocol``, re-exported here).
 ``status`` says why a reward is what it is. Two statuses are *infrastructure* failures (``verifier_error``, ``sandbox_error``): they carry no reward signal and a trainer must
 mask them out (``INFRA_STATUSES``), never treat them as reward 0.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from mucode.verifier.protocol import INFRA_STATUSES, Item, Result, Status
+from mucode.protocol import INFRA_STATUSES, Item, Result, Status
 
 if TYPE_CHECKING:
     from mucode.rewards.math_pool import MathWorkerPool
@@ -23,12 +23,9 @@ __all__ = [
     "Result",
     "RewardContext",
     "RewardProgram",
-    "RewardStatus",
+    "Status",
 ]
 
-
-RewardStatus = Status
-"""The reward programs' name for :class:`mucode.verifier.protocol.Status` (the same enum)."""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from mucode.sandbox.base import (
     register_backend,
 )
 from mucode.sandbox.checkers import check
-from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, TestSpec, Verdict
+from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, TestSpec
 
 __all__ = ["SANDBOX_BACKENDS", "CodeJob", "JobResult", "RawRun", "SandboxBackend", "TestOutcome", "TestSpec",
-           "Verdict", "backend_names", "check", "make_backend", "production_backend_names", "register_backend"]
+           "backend_names", "check", "make_backend", "production_backend_names", "register_backend"]

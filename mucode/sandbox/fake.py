@@ -32,15 +32,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mucode.protocol import SANDBOX_VERDICTS, Status
 from mucode.sandbox.pooled import build_request
-from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, Verdict
-from mucode.verifier.protocol import SANDBOX_VERDICTS
+from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["FakeBackend", "program_hash"]
 
-_LIMIT_HIT = {Verdict.time_limit: "cpu_time", Verdict.memory_limit: "memory", Verdict.output_limit: "output"}
+_LIMIT_HIT = {Status.time_limit: "cpu_time", Status.memory_limit: "memory", Status.output_limit: "output"}
 
 
 def program_hash(program: str) -> str:
@@ -51,12 +51,12 @@ def program_hash(program: str) -> str:
 def _entry(value: str | Mapping[str, Any], where: str) -> dict[str, Any]:
     entry = {"verdict": value} if isinstance(value, str) else dict(value)
     try:
-        entry["verdict"] = Verdict(entry["verdict"])
+        entry["verdict"] = Status(entry["verdict"])
         if entry["verdict"] not in SANDBOX_VERDICTS:
             raise ValueError(entry["verdict"])
     except (KeyError, ValueError):
         raise ValueError(f"fake sandbox backend: {where} needs a verdict, one of "
-                         f"{', '.join(v.value for v in Verdict if v in SANDBOX_VERDICTS)}; got {value!r}") from None
+                         f"{', '.join(v.value for v in Status if v in SANDBOX_VERDICTS)}; got {value!r}") from None
     return entry
 
 
@@ -107,12 +107,12 @@ class FakeBackend:
         self._check_started()
         build_request(job)  # the real backends' validation: a malformed job raises ValueError
         entry = self.verdict_of(job.program)
-        if entry is None or entry["verdict"] is Verdict.sandbox_error:
+        if entry is None or entry["verdict"] is Status.sandbox_error:
             why = f"fake sandbox backend: no verdict for program sha256 {program_hash(job.program)}"
-            return JobResult(Verdict.sandbox_error, [], 0.0, error=entry.get("error", why) if entry else why)
-        verdict: Verdict = entry["verdict"]
+            return JobResult(Status.sandbox_error, [], 0.0, error=entry.get("error", why) if entry else why)
+        verdict: Status = entry["verdict"]
         expected = list(job.tests.outputs) if job.tests.format != "assert" else [""]
-        if verdict is Verdict.correct:
+        if verdict is Status.correct:
             return JobResult(verdict, [_outcome(verdict, entry, out) for out in expected], 0.0)
         failing = expected if not job.stop_on_first_failure else expected[:1]
         return JobResult(verdict, [_outcome(verdict, entry, "") for _ in failing], 0.0)
@@ -121,9 +121,9 @@ class FakeBackend:
         self._check_started()
         entry = self.verdict_of(run.program)
         if entry is None:
-            return _outcome(Verdict.sandbox_error, {"stderr": "fake sandbox backend: no verdict for program "
+            return _outcome(Status.sandbox_error, {"stderr": "fake sandbox backend: no verdict for program "
                                                               f"sha256 {program_hash(run.program)}"}, "")
-        verdict = Verdict.correct if entry["verdict"] is Verdict.wrong_answer else entry["verdict"]
+        verdict = Status.correct if entry["verdict"] is Status.wrong_answer else entry["verdict"]
         return _outcome(verdict, entry, "")  # a raw run has no expected output: it ran and exited 0
 
     async def health(self) -> dict[str, object]:
@@ -131,10 +131,10 @@ class FakeBackend:
                 "idle": self.slots if self._started else 0, "fake": True}
 
 
-def _outcome(verdict: Verdict, entry: Mapping[str, Any], stdout: str) -> TestOutcome:
-    ok = verdict in (Verdict.correct, Verdict.wrong_answer)
-    exit_code = entry.get("exit_code", 0 if ok else (1 if verdict is Verdict.runtime_error else None))
+def _outcome(verdict: Status, entry: Mapping[str, Any], stdout: str) -> TestOutcome:
+    ok = verdict in (Status.correct, Status.wrong_answer)
+    exit_code = entry.get("exit_code", 0 if ok else (1 if verdict is Status.runtime_error else None))
     return TestOutcome(verdict=verdict, stdout=str(entry.get("stdout", stdout)), stderr=str(entry.get("stderr", "")),
-                       truncated=verdict is Verdict.output_limit, exit_code=exit_code,
+                       truncated=verdict is Status.output_limit, exit_code=exit_code,
                        signal=None if exit_code is not None else 9, wall_s=0.0, cpu_s=0.0, peak_memory_mb=0.0,
                        limit_hit=_LIMIT_HIT.get(verdict))

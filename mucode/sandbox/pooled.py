@@ -15,12 +15,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mucode.protocol import SANDBOX_VERDICTS, Status
 from mucode.sandbox import asserts
 from mucode.sandbox.asserts import AssertPlan
 from mucode.sandbox.checkers import check
 from mucode.sandbox.client import Endpoint, ExecutorError, ExecutorRejected, SlotPool
-from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, Verdict
-from mucode.verifier.protocol import SANDBOX_VERDICTS
+from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def call_results_equal(expected: str, actual: str, checker: str) -> bool:
         return False
 
 
-def to_outcome(frame: dict[str, Any], verdict: Verdict) -> TestOutcome:
+def to_outcome(frame: dict[str, Any], verdict: Status) -> TestOutcome:
     return TestOutcome(
         verdict=verdict, stdout=frame.get("stdout", ""), stderr=frame.get("stderr", ""),
         truncated=bool(frame.get("truncated")), exit_code=frame.get("exit_code"),
@@ -85,11 +85,11 @@ def judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None = N
     if t.format == "assert" and plan is not None and status in ("ok", "runtime_error"):
         why = asserts.judge(plan, frame.get("asserts"))  # a wrong value decides, whatever came next
         if why is not None and (status == "ok" or not why.startswith("missing:")):
-            return to_outcome({**frame, "stderr": f"{frame.get('stderr', '')}\n{why}"}, Verdict.wrong_answer)
+            return to_outcome({**frame, "stderr": f"{frame.get('stderr', '')}\n{why}"}, Status.wrong_answer)
     if t.format == "assert" and status == "runtime_error" and frame.get("exception") == "AssertionError":
-        return to_outcome(frame, Verdict.wrong_answer)  # a failed assertion is a wrong answer
+        return to_outcome(frame, Status.wrong_answer)  # a failed assertion is a wrong answer
     if status != "ok":
-        return to_outcome(frame, _STATUS_TO_VERDICT.get(str(status), Verdict.sandbox_error))
+        return to_outcome(frame, _STATUS_TO_VERDICT.get(str(status), Status.sandbox_error))
     if t.format == "assert":
         ok = plan is not None
     else:
@@ -97,7 +97,7 @@ def judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None = N
         actual = frame.get("stdout", "")
         ok = (call_results_equal(expected, actual, job.checker) if t.format == "call"
               else check(job.checker, expected, actual))
-    return to_outcome(frame, Verdict.correct if ok else Verdict.wrong_answer)
+    return to_outcome(frame, Status.correct if ok else Status.wrong_answer)
 
 
 class PooledBackend:
@@ -200,23 +200,23 @@ class PooledBackend:
                 outcomes.clear()  # a re-run on a fresh slot starts over
             outcome = judge_frame(job, frame, plan)
             outcomes.append(outcome)
-            return outcome.verdict is Verdict.correct or not job.stop_on_first_failure
+            return outcome.verdict is Status.correct or not job.stop_on_first_failure
 
         frames, error = await self._run(request, keep_going, job.time_limit_s)
         for frame in frames[len(outcomes):]:  # the last frame is not passed to keep_going
             outcomes.append(judge_frame(job, frame, plan))
         wall = time.monotonic() - start
         if error is not None:
-            return JobResult(Verdict.sandbox_error, outcomes, wall, error=error)
-        bad = [o for o in outcomes if o.verdict is not Verdict.correct]
+            return JobResult(Status.sandbox_error, outcomes, wall, error=error)
+        bad = [o for o in outcomes if o.verdict is not Status.correct]
         infra = [f for f in frames if f.get("status") == "sandbox_error"]
         if infra:
-            return JobResult(Verdict.sandbox_error, outcomes, wall, error=str(infra[0].get("message")))
+            return JobResult(Status.sandbox_error, outcomes, wall, error=str(infra[0].get("message")))
         expected_tests = 1 if job.tests.format == "assert" else len(job.tests.inputs)
         if not bad and len(outcomes) != expected_tests:
-            return JobResult(Verdict.sandbox_error, outcomes, wall,
+            return JobResult(Status.sandbox_error, outcomes, wall,
                              error=f"executor ran {len(outcomes)} of {expected_tests} tests")
-        return JobResult(bad[0].verdict if bad else Verdict.correct, outcomes, wall)
+        return JobResult(bad[0].verdict if bad else Status.correct, outcomes, wall)
 
     async def run_raw(self, run: RawRun) -> TestOutcome:
         request = {"op": "run", "language": run.language, "mode": "stdio", "program": run.program,
@@ -226,11 +226,11 @@ class PooledBackend:
             request["wall_limit_s"] = run.wall_limit_s
         frames, error = await self._run(request, lambda _: False, max(run.time_limit_s, run.wall_limit_s or 0.0))
         if error is not None or not frames:
-            return TestOutcome(Verdict.sandbox_error, "", error or "no result", False, None, None,
+            return TestOutcome(Status.sandbox_error, "", error or "no result", False, None, None,
                                0.0, 0.0, 0.0, None)
         frame = frames[0]
         status = frame.get("status")
-        verdict = Verdict.correct if status == "ok" else _STATUS_TO_VERDICT.get(str(status), Verdict.sandbox_error)
+        verdict = Status.correct if status == "ok" else _STATUS_TO_VERDICT.get(str(status), Status.sandbox_error)
         return to_outcome(frame, verdict)
 
     async def health(self) -> dict[str, object]:

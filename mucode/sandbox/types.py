@@ -1,5 +1,9 @@
 """Typed contract of the sandbox backends (names fixed by the team contract).
 
+Verdicts are :class:`mucode.protocol.Status` members: a job or test gets ``correct`` … ``compile_error``
+or ``sandbox_error`` (an infrastructure failure, never a reward); ``mucode.protocol.SANDBOX_VERDICTS``
+lists the statuses a sandbox gives.
+
 A ``CodeJob`` is a program plus its tests; a backend runs it and returns a ``JobResult`` with one
 ``TestOutcome`` per test that ran. Expected outputs stay on this side: the executor only ever sees
 the program and the inputs; outputs are compared here (checkers.py).
@@ -10,14 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mucode.verifier.protocol import Status
-
-Verdict = Status
-"""The sandbox's name for mucode's one status enum (:class:`mucode.verifier.protocol.Status`): a job
-or test gets ``correct`` … ``compile_error`` or ``sandbox_error`` (an infrastructure failure, never a
-reward); the item-level statuses (``no_code``, ``no_answer``, ``verifier_error``) are never a verdict
-(``mucode.verifier.protocol.SANDBOX_VERDICTS`` lists the ones that are)."""
-
+from mucode.protocol import Status
 
 TestFormat = Literal["stdio", "call", "assert"]
 
@@ -61,7 +58,7 @@ class TestOutcome:
 
     __test__ = False
 
-    verdict: Verdict
+    verdict: Status
     stdout: str
     stderr: str
     truncated: bool
@@ -76,7 +73,7 @@ class TestOutcome:
 
 @dataclass
 class JobResult:
-    verdict: Verdict
+    verdict: Status
     """correct iff every test is correct; sandbox_error on an infrastructure failure; otherwise the
     verdict of the first test that was not correct."""
     tests: list[TestOutcome]

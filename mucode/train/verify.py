@@ -24,8 +24,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from mucode.protocol import Item, Status
 from mucode.verifier.client import Scored
-from mucode.verifier.protocol import Item, Status
 from mucode.verifier.session import VerifierSession
 
 __all__ = ["GroupVerdicts", "VerifyPipeline", "verifier_urls"]

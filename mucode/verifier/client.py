@@ -1,6 +1,6 @@
 """``VerifierClient``: the async HTTP client of the verifier service; the one place that retries.
 
-- Speaks the typed protocol (``mucode.verifier.protocol``): ``Item`` in (dicts are validated into
+- Speaks the typed protocol (``mucode.protocol``): ``Item`` in (dicts are validated into
   items first), ``Result`` out, one per item, in order.
 - Splits the items into batches of ``batch_size`` and sends at most ``max_concurrency`` requests at
   once *per client* (over every call), over pooled connections, spreading batches over several base
@@ -46,6 +46,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
+from mucode.protocol import Item, Result, Status
 from mucode.verifier.batching import (
     Batch,
     Prepared,
@@ -56,7 +57,7 @@ from mucode.verifier.batching import (
     cut,
     prepare,
 )
-from mucode.verifier.protocol import Item, Result, Status, VerifyResponse
+from mucode.verifier.schemas import VerifyResponse
 from mucode.verifier.wire import (
     CLIENT_TIMEOUT_HEADER,
     DEFAULT_MAX_REQUEST_BYTES,

@@ -22,9 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from mucode.protocol import Status
 from mucode.rewards.math_pool import MathWorkerPool
 from mucode.rewards.registry import ProgramRegistry, UnknownProgramError, load_programs
-from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.rewards.types import Item, Result, RewardContext
 from mucode.verifier.metrics import VerifierMetrics
 from mucode.verifier.settings import VerifierSettings
 
@@ -181,8 +182,8 @@ class Verifier:
     def _outcome(self, item: Item, task: asyncio.Future[Result], timeout_s: float | None) -> Result:
         if not task.cancelled() and task.exception() is None:
             return task.result()
-        self.metrics.items.labels(item.program, RewardStatus.verifier_error.value).inc()
-        return Result.infra_failure(item.id, RewardStatus.verifier_error,
+        self.metrics.items.labels(item.program, Status.verifier_error.value).inc()
+        return Result.infra_failure(item.id, Status.verifier_error,
                             f"not scored within the request limit of {timeout_s} s (queueing included; "
                             "MUCODE_REQUEST_TIMEOUT_S): re-send it")
 
@@ -203,13 +204,13 @@ class Verifier:
             if result.id != item.id:
                 result = result.model_copy(update={"id": item.id})
         except UnknownProgramError as exc:
-            result = Result.infra_failure(item.id, RewardStatus.verifier_error, str(exc))
+            result = Result.infra_failure(item.id, Status.verifier_error, str(exc))
         except asyncio.TimeoutError:
-            result = Result.infra_failure(item.id, RewardStatus.verifier_error,
+            result = Result.infra_failure(item.id, Status.verifier_error,
                                   f"scoring took over item_timeout_s={self.settings.item_timeout_s} s")
         except Exception as exc:  # noqa: BLE001 - one broken item must not sink its batch
             logger.exception("reward program %r failed on item %r", item.program, item.id)
-            result = Result.infra_failure(item.id, RewardStatus.verifier_error,
+            result = Result.infra_failure(item.id, Status.verifier_error,
                                   f"reward program {item.program!r} raised {type(exc).__name__}: {exc}"[:1000])
         finally:
             self._slots.release()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mucode.verifier.protocol import Item
+from mucode.protocol import Item
 
 __all__ = ["to_item"]
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from mucode.protocol import Item, Result
 from mucode.verifier.client import Scored, SendStats, VerifierClient
-from mucode.verifier.protocol import Item, Result
 
 __all__ = ["VerifierSession", "VerifierUnavailableError", "require_verdicts"]
 

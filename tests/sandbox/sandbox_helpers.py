@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from mucode.sandbox import CodeJob, JobResult, RawRun, TestOutcome, TestSpec, Verdict, make_backend
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, JobResult, RawRun, TestOutcome, TestSpec, make_backend
 
 T = TypeVar("T")
 # Visible in this process's environment before any backend starts: no sandboxed program may see it.
@@ -87,7 +88,7 @@ def assert_confined(sb: Handle) -> None:
              'nnp = [l.split()[1] for l in st.splitlines() if l.startswith("NoNewPrivs")][0]\n'
              'print(os.getuid(), os.geteuid(), cap, nnp, os.readlink("/proc/self/ns/pid"))')
     out = sb.run_raw(RawRun(probe, time_limit_s=5))
-    if out.verdict is not Verdict.correct:
+    if out.verdict is not Status.correct:
         pytest.fail(f"confinement probe did not run: {out}")
     uid, euid, cap, nnp, pidns = out.stdout.split()
     if int(uid) == 0 or int(euid) == 0 or int(cap, 16) != 0 or nnp != "1" or pidns == HOST_PIDNS:
@@ -125,9 +126,9 @@ def assert_nothing_left(sb: Handle, timeout_s: float = 5.0) -> None:
 def assert_still_works(sb: Handle) -> None:
     """The next benign program still gets a correct verdict (and a wrong one gets wrong_answer)."""
     ok = sb.judge(stdio_job("a, b = map(int, input().split())\nprint(a + b)", ["2 3\n", "10 -4\n"], ["5", "6"]))
-    assert ok.verdict is Verdict.correct, ok
+    assert ok.verdict is Status.correct, ok
     bad = sb.judge(stdio_job("a, b = map(int, input().split())\nprint(a - b)", ["2 3\n"], ["5"]))
-    assert bad.verdict is Verdict.wrong_answer, bad
+    assert bad.verdict is Status.wrong_answer, bad
 
 
 def every_slot(sb: Handle, job: CodeJob) -> list[JobResult]:
@@ -143,10 +144,10 @@ def every_slot_correct(sb: Handle) -> None:
     one wrong_answer), within the normal limits."""
     ok = stdio_job("a, b = map(int, input().split())\nprint(a + b)", ["2 3\n", "10 -4\n"], ["5", "6"])
     for r in every_slot(sb, ok):
-        assert r.verdict is Verdict.correct, r
+        assert r.verdict is Status.correct, r
     bad = stdio_job("a, b = map(int, input().split())\nprint(a - b)", ["2 3\n"], ["5"])
     for r in every_slot(sb, bad):
-        assert r.verdict is Verdict.wrong_answer, r
+        assert r.verdict is Status.wrong_answer, r
 
 
 def docker_cli(*args: str) -> str:

@@ -16,7 +16,8 @@ import pytest
 from sandbox_helpers import GUARD as GUARD_SAFE
 from sandbox_helpers import Handle, docker_cli, slot_processes, stdio_job, wait_until
 
-from mucode.sandbox import Verdict, make_backend
+from mucode.protocol import Status
+from mucode.sandbox import make_backend
 from mucode.sandbox.docker import LABEL
 
 SLEEPER = "import time\ntime.sleep(6)\nprint(1)"  # still running when the breaker fires (once it is seen busy)
@@ -44,10 +45,10 @@ def test_docker_dead_container_is_replaced_and_its_job_re_run_there() -> None:
         (name,) = h.backend.container_names  # type: ignore[attr-defined]
         result = _in_flight_then(h, lambda: docker_cli("kill", name))
         # the job failed with its container and ran once more on the replacement's fresh slot
-        assert result.verdict is Verdict.correct, result  # type: ignore[attr-defined]
+        assert result.verdict is Status.correct, result  # type: ignore[attr-defined]
         assert h.backend.replaced >= 1  # type: ignore[attr-defined]
         wait_until(lambda: h.health()["ok"] and name not in h.backend.container_names, 60, "a replacement")  # type: ignore[attr-defined]
-        assert h.judge(BENIGN).verdict is Verdict.correct
+        assert h.judge(BENIGN).verdict is Status.correct
         assert not docker_cli("ps", "-aq", "--filter", f"name={name}").strip()
     finally:
         h.close()
@@ -64,7 +65,7 @@ def test_docker_tampered_container_is_replaced() -> None:
         docker_cli("exec", "-d", "-u", str(uid), name, "python3", "-c", "import time; time.sleep(600)")
         wait_until(lambda: name not in h.backend.container_names and h.health()["ok"], 60, "the replacement")  # type: ignore[attr-defined]
         assert h.health()["replaced"] >= 1
-        assert h.judge(BENIGN).verdict is Verdict.correct
+        assert h.judge(BENIGN).verdict is Status.correct
         assert not slot_processes([uid]) or all(  # the planted process died with its container
             os.stat(f"/proc/{pid}").st_uid != uid for pid, _ in slot_processes([uid]))
     finally:
@@ -78,7 +79,7 @@ def test_docker_close_leaves_nothing_behind() -> None:
     assert uids == [10800, 10801]  # one uid range per container (RLIMIT_NPROC counts host-wide)
     owner = h.backend.owner  # type: ignore[attr-defined]
     host_dir = h.backend._host_dir  # type: ignore[attr-defined]
-    assert h.judge(BENIGN).verdict is Verdict.correct
+    assert h.judge(BENIGN).verdict is Status.correct
     assert len(docker_cli("ps", "-q", "--filter", f"label={LABEL}.owner={owner}").split()) == 2
     h.close()
     assert not docker_cli("ps", "-aq", "--filter", f"label={LABEL}.owner={owner}").strip()
@@ -108,13 +109,13 @@ def test_attach_backend_uses_executors_started_elsewhere() -> None:
             health = h.health()
             assert health["ok"] and health["pool_size"] == 4 and health["mode"] == "attach", health
             results = h.judge_many([BENIGN] * 8)
-            assert all(r.verdict is Verdict.correct for r in results)
+            assert all(r.verdict is Status.correct for r in results)
             # an attached executor that dies is dropped (its job: sandbox_error), the other keeps serving
             result = _in_flight_then(h, lambda: [docker_cli("kill", n) for n in names[:1]] and None)
-            if result.verdict is not Verdict.correct:  # type: ignore[attr-defined]
-                assert result.verdict is Verdict.sandbox_error  # type: ignore[attr-defined]
+            if result.verdict is not Status.correct:  # type: ignore[attr-defined]
+                assert result.verdict is Status.sandbox_error  # type: ignore[attr-defined]
             wait_until(lambda: h.health()["pool_size"] == 2, 30, "the dead executor to be dropped")
-            assert h.judge(BENIGN).verdict is Verdict.correct
+            assert h.judge(BENIGN).verdict is Status.correct
         finally:
             h.close()
         # attach mode never stops what it did not start
@@ -135,10 +136,10 @@ def test_local_dead_executor_is_restarted_and_its_job_re_run_there() -> None:
     try:
         proc = h.backend._proc  # type: ignore[attr-defined]
         result = _in_flight_then(h, lambda: os.kill(proc.pid, signal.SIGKILL))
-        assert result.verdict is Verdict.correct, result  # re-run once on the restarted executor
+        assert result.verdict is Status.correct, result  # re-run once on the restarted executor
         wait_until(lambda: h.health()["ok"], 30, "the restart")
         assert h.health()["restarts"] >= 1
-        assert h.judge(BENIGN).verdict is Verdict.correct
+        assert h.judge(BENIGN).verdict is Status.correct
     finally:
         h.close()
     assert not slot_processes([61100])
@@ -161,9 +162,9 @@ def test_local_slots_have_their_own_cgroups() -> None:
             "        block = bytearray(80 << 20)\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n"
             "for pid in kids:\n    os.waitpid(pid, 0)\nprint('survived')\n")
         r = h.judge(stdio_job(hogs, [""], ["survived"], memory_limit_mb=200, time_limit_s=5))
-        assert r.verdict is Verdict.memory_limit, r.tests[0]
+        assert r.verdict is Status.memory_limit, r.tests[0]
         assert r.tests[0].limit_hit == "memory"  # no process hit RLIMIT_AS: the slot cgroup did it
-        assert h.judge(BENIGN).verdict is Verdict.correct
+        assert h.judge(BENIGN).verdict is Status.correct
     finally:
         h.close()
 
@@ -174,7 +175,7 @@ def test_local_close_leaves_nothing_behind() -> None:
     workdir = h.backend._workdir  # type: ignore[attr-defined]
     proc = h.backend._proc  # type: ignore[attr-defined]
     cgroup = h.backend._cgroup  # type: ignore[attr-defined]
-    assert h.judge(BENIGN).verdict is Verdict.correct
+    assert h.judge(BENIGN).verdict is Status.correct
     h.close()
     assert workdir is not None and not Path(workdir).exists()
     assert proc.returncode is not None
@@ -248,6 +249,6 @@ def test_docker_containers_of_a_dead_owner_are_collected() -> None:
     try:
         assert _containers_of(owner) == []  # ...and collected by the next backend that starts
         assert not list(Path(tempfile.gettempdir()).glob(f"mucode-docker-{owner}-*"))
-        assert h.judge(BENIGN).verdict is Verdict.correct
+        assert h.judge(BENIGN).verdict is Status.correct
     finally:
         h.close()

@@ -8,7 +8,8 @@ import random
 import pytest
 from sandbox_helpers import Handle, stdio_job
 
-from mucode.sandbox import CodeJob, RawRun, TestSpec, Verdict
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, RawRun, TestSpec
 
 # ---- stdio problems: (solution, inputs, outputs) -------------------------------------------------
 
@@ -51,38 +52,38 @@ STDIO_PROBLEMS = {"a_plus_b": A_PLUS_B, "sort_and_sum": SORT_AND_SUM, "circle_ar
 def test_stdio_reference_solutions_pass(sb: Handle, name: str) -> None:
     program, inputs, outputs = STDIO_PROBLEMS[name]
     r = sb.judge(stdio_job(program, inputs, outputs))
-    assert r.verdict is Verdict.correct, [(t.verdict, t.stdout, t.stderr) for t in r.tests]
+    assert r.verdict is Status.correct, [(t.verdict, t.stdout, t.stderr) for t in r.tests]
     assert len(r.tests) == len(inputs)
 
 
 MUTANTS = [  # (mutated a+b, expected verdict)
-    ("a, b = map(int, input().split())\nprint(a - b)", Verdict.wrong_answer),
-    ("a, b = map(int, input().split())\nprint(a + b + (a % 7 == 3))", Verdict.wrong_answer),  # fails some tests
-    ("a, b = map(int, input().split())\nprint(a + b)\nraise SystemExit(1)", Verdict.runtime_error),
-    ("a, b = map(int, input().split())\nprint([][a + b])", Verdict.runtime_error),
-    ("a, b = map(int, input().split())\nwhile a + b:\n    a += 0", Verdict.time_limit),
-    ("a, b = map(int, input().split()\nprint(a + b)", Verdict.compile_error),
-    ("a, b = map(int, input().split())\nx = [0] * (1 << 30)\nprint(a + b)", Verdict.memory_limit),
+    ("a, b = map(int, input().split())\nprint(a - b)", Status.wrong_answer),
+    ("a, b = map(int, input().split())\nprint(a + b + (a % 7 == 3))", Status.wrong_answer),  # fails some tests
+    ("a, b = map(int, input().split())\nprint(a + b)\nraise SystemExit(1)", Status.runtime_error),
+    ("a, b = map(int, input().split())\nprint([][a + b])", Status.runtime_error),
+    ("a, b = map(int, input().split())\nwhile a + b:\n    a += 0", Status.time_limit),
+    ("a, b = map(int, input().split()\nprint(a + b)", Status.compile_error),
+    ("a, b = map(int, input().split())\nx = [0] * (1 << 30)\nprint(a + b)", Status.memory_limit),
     ("import os\na, b = map(int, input().split())\nprint(a + b, flush=True)\nos.kill(os.getpid(), 11)",
-     Verdict.runtime_error),
+     Status.runtime_error),
 ]
 
 
 @pytest.mark.parametrize(("program", "verdict"), MUTANTS, ids=[v.value + str(i) for i, (_, v) in enumerate(MUTANTS)])
-def test_mutated_stdio_solutions_fail_with_the_right_verdict(sb: Handle, program: str, verdict: Verdict) -> None:
+def test_mutated_stdio_solutions_fail_with_the_right_verdict(sb: Handle, program: str, verdict: Status) -> None:
     _, inputs, outputs = A_PLUS_B
     r = sb.judge(stdio_job(program, inputs, outputs, time_limit_s=1.0, memory_limit_mb=256))
     assert r.verdict is verdict, [(t.verdict, t.stderr[-300:]) for t in r.tests]
     assert r.tests[-1].verdict is verdict
-    assert all(t.verdict is Verdict.correct for t in r.tests[:-1])  # stopped at the first failure
+    assert all(t.verdict is Status.correct for t in r.tests[:-1])  # stopped at the first failure
 
 
 def test_all_tests_run_when_not_stopping_at_the_first_failure(sb: Handle) -> None:
     program = "n = int(input())\nprint(n if n % 2 else n + 1)"
     job = stdio_job(program, [f"{i}\n" for i in range(6)], [str(i) for i in range(6)], stop_on_first_failure=False)
     r = sb.judge(job)
-    assert r.verdict is Verdict.wrong_answer
-    assert [t.verdict for t in r.tests] == [Verdict.wrong_answer, Verdict.correct] * 3
+    assert r.verdict is Status.wrong_answer
+    assert [t.verdict for t in r.tests] == [Status.wrong_answer, Status.correct] * 3
 
 
 def test_large_output_and_input_are_passed_intact(sb: Handle) -> None:
@@ -91,7 +92,7 @@ def test_large_output_and_input_are_passed_intact(sb: Handle) -> None:
     big_in = " ".join(str(i) for i in range(n)) + "\n"
     r = sb.judge(stdio_job("import sys\nxs = sys.stdin.read().split()\nprint('\\n'.join(reversed(xs)))",
                            [big_in], ["\n".join(str(i) for i in reversed(range(n))) + "\n"], checker="exact"))
-    assert r.verdict is Verdict.correct, r.tests[0].stderr
+    assert r.verdict is Status.correct, r.tests[0].stderr
     assert not r.tests[0].truncated and len(r.tests[0].stdout) > 1_500_000
 
 
@@ -126,22 +127,22 @@ def call_job(program: str, fn: str, inputs: list[str], outputs: list[str], **kw:
 
 def test_call_solution_method_and_function(sb: Handle) -> None:
     r = sb.judge(call_job(TWO_SUM, "twoSum", *TWO_SUM_TESTS))
-    assert r.verdict is Verdict.correct, [(t.stdout, t.stderr) for t in r.tests]
+    assert r.verdict is Status.correct, [(t.stdout, t.stderr) for t in r.tests]
     r = sb.judge(call_job(MAX_PROFIT, "maxProfit", ["[7,1,5,3,6,4]", "[7,6,4,3,1]"], ["5", "0"]))
-    assert r.verdict is Verdict.correct, [(t.stdout, t.stderr) for t in r.tests]
+    assert r.verdict is Status.correct, [(t.stdout, t.stderr) for t in r.tests]
     tup = "def pair(a, b):\n    return (b, a)\n"  # a tuple compares equal to the JSON list
-    assert sb.judge(call_job(tup, "pair", ['1\n"x"'], ['["x", 1]'])).verdict is Verdict.correct
+    assert sb.judge(call_job(tup, "pair", ['1\n"x"'], ['["x", 1]'])).verdict is Status.correct
 
 
 @pytest.mark.parametrize(("program", "verdict"), [
-    (TWO_SUM.replace("[seen[target - x], i]", "[i, seen[target - x]]"), Verdict.wrong_answer),
-    (TWO_SUM.replace("seen = {}", "seen = None"), Verdict.runtime_error),
-    (TWO_SUM.replace("def twoSum", "def two_sum"), Verdict.runtime_error),  # missing function
+    (TWO_SUM.replace("[seen[target - x], i]", "[i, seen[target - x]]"), Status.wrong_answer),
+    (TWO_SUM.replace("seen = {}", "seen = None"), Status.runtime_error),
+    (TWO_SUM.replace("def twoSum", "def two_sum"), Status.runtime_error),  # missing function
     (TWO_SUM.replace("return []", "return []\n    def f(self): pass\n") + "\nimport sys\nsys.exit(0)",
-     Verdict.runtime_error),  # exits before the call
-    (TWO_SUM.replace("seen = {}", "seen = {}\n        while True: pass"), Verdict.time_limit),
+     Status.runtime_error),  # exits before the call
+    (TWO_SUM.replace("seen = {}", "seen = {}\n        while True: pass"), Status.time_limit),
 ])
-def test_mutated_call_solutions(sb: Handle, program: str, verdict: Verdict) -> None:
+def test_mutated_call_solutions(sb: Handle, program: str, verdict: Status) -> None:
     r = sb.judge(call_job(program, "twoSum", *TWO_SUM_TESTS, time_limit_s=1.0))
     assert r.verdict is verdict, [(t.verdict, t.stdout, t.stderr[-300:]) for t in r.tests]
 
@@ -173,20 +174,20 @@ def assert_job(program: str, test: str, entry_point: str | None = None) -> CodeJ
 
 
 def test_assert_problems(sb: Handle) -> None:
-    assert sb.judge(assert_job(HUMANEVAL_PROGRAM, HUMANEVAL_TEST, "below_zero")).verdict is Verdict.correct
-    assert sb.judge(assert_job(MBPP_PROGRAM, MBPP_TEST)).verdict is Verdict.correct
+    assert sb.judge(assert_job(HUMANEVAL_PROGRAM, HUMANEVAL_TEST, "below_zero")).verdict is Status.correct
+    assert sb.judge(assert_job(MBPP_PROGRAM, MBPP_TEST)).verdict is Status.correct
     wrong = sb.judge(assert_job(HUMANEVAL_PROGRAM.replace("< 0", "<= 0"), HUMANEVAL_TEST, "below_zero"))
-    assert wrong.verdict is Verdict.wrong_answer, wrong.tests[0].stderr
+    assert wrong.verdict is Status.wrong_answer, wrong.tests[0].stderr
     crash = sb.judge(assert_job(MBPP_PROGRAM.replace("4 * a", "4 * b"), MBPP_TEST))
-    assert crash.verdict is Verdict.runtime_error, crash.tests[0].stderr
+    assert crash.verdict is Status.runtime_error, crash.tests[0].stderr
     assert "NameError" in crash.tests[0].stderr
 
 
 def test_run_raw(sb: Handle) -> None:
     out = sb.run_raw(RawRun("import sys\nprint(sys.stdin.read().upper())", stdin="hi"))
-    assert (out.verdict, out.stdout, out.exit_code) == (Verdict.correct, "HI\n", 0)
+    assert (out.verdict, out.stdout, out.exit_code) == (Status.correct, "HI\n", 0)
     out = sb.run_raw(RawRun("raise ValueError('boom')"))
-    assert out.verdict is Verdict.runtime_error and "ValueError: boom" in out.stderr
+    assert out.verdict is Status.runtime_error and "ValueError: boom" in out.stderr
     assert 'File "solution.py"' in out.stderr and "pyrun" not in out.stderr  # no executor frames
 
 
@@ -203,10 +204,10 @@ def test_exec_language_entry(sb: Handle) -> None:
     """The table's exec path (a fresh interpreter per test) judges like the fork path."""
     program, inputs, outputs = A_PLUS_B
     r = sb.judge(CodeJob(program, TestSpec("stdio", inputs[:3], outputs[:3]), language="python-exec"))
-    assert r.verdict is Verdict.correct, [t.stderr for t in r.tests]
+    assert r.verdict is Status.correct, [t.stderr for t in r.tests]
     bad = sb.judge(CodeJob("while True: pass", TestSpec("stdio", [""], [""]), language="python-exec",
                            time_limit_s=1.0))
-    assert bad.verdict is Verdict.time_limit
+    assert bad.verdict is Status.time_limit
 
 
 def test_compiled_language_entry_compiles_once_and_runs_per_test(sb: Handle) -> None:
@@ -214,10 +215,10 @@ def test_compiled_language_entry_compiles_once_and_runs_per_test(sb: Handle) -> 
     program, inputs, outputs = A_PLUS_B
     counting = program + "\nimport os\nprint(len(os.listdir('build')), file=__import__('sys').stderr)"
     r = sb.judge(CodeJob(counting, TestSpec("stdio", inputs[:3], outputs[:3]), language="python-pyc"))
-    assert r.verdict is Verdict.correct, [t.stderr for t in r.tests]
+    assert r.verdict is Status.correct, [t.stderr for t in r.tests]
     assert [t.stderr.strip() for t in r.tests] == ["2"] * 3  # source + build output, built once
     broken = sb.judge(CodeJob("def f(:\n", TestSpec("stdio", inputs[:3], outputs[:3]), language="python-pyc"))
-    assert broken.verdict is Verdict.compile_error and len(broken.tests) == 1
+    assert broken.verdict is Status.compile_error and len(broken.tests) == 1
     assert "SyntaxError" in broken.tests[0].stderr
     # later jobs, in another language, do not see a previous job's build dir (whatever slot they get)
     for _ in range(6):

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sandbox_helpers import Handle, docker_cli, stdio_job, wait_until
 
-from mucode.sandbox import Verdict
+from mucode.protocol import Status
 from mucode.sandbox.docker_engine import LABEL, Engine
 
 BENIGN = stdio_job("print(int(input()) + 1)", ["41\n"], ["42"])
@@ -87,7 +87,7 @@ def test_every_hardening_option_is_set_on_the_created_container() -> None:
                 assert sorted(c.removeprefix("CAP_") for c in hc[key]) == sorted(c.removeprefix("CAP_") for c in ref[key])
             else:
                 assert hc[key] == ref[key], key
-        assert h.judge(BENIGN).verdict is Verdict.correct
+        assert h.judge(BENIGN).verdict is Status.correct
     finally:
         subprocess.run(["docker", "rm", "-f", reference], capture_output=True, timeout=60)
         h.close()
@@ -104,7 +104,7 @@ def test_a_dead_container_is_noticed_from_the_events_stream() -> None:
         docker_cli("kill", name)
         wait_until(lambda: h.backend.replaced >= 1 and name not in h.backend.container_names  # type: ignore[attr-defined]
                     and h.health()["ok"], 90, "the replacement")
-        assert h.judge(BENIGN).verdict is Verdict.correct
+        assert h.judge(BENIGN).verdict is Status.correct
     finally:
         h.close()
 

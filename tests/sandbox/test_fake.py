@@ -15,8 +15,8 @@ from mucode.registry import UnknownNameError
 from mucode.sandbox import (
     CodeJob,
     RawRun,
+    Status,
     TestSpec,
-    Verdict,
     backend_names,
     make_backend,
     production_backend_names,
@@ -53,7 +53,7 @@ def test_fake_is_registered_but_not_offered_to_users() -> None:
 
 
 def test_table_by_text_or_hash_then_rules_then_default() -> None:
-    async def go() -> list[Verdict]:
+    async def go() -> list[Status]:
         b = await _started(table={ADD: "correct", program_hash(SUB): {"verdict": "wrong_answer"}},
                            rules=[{"contains": "while True", "verdict": "time_limit"}], default="runtime_error")
         jobs = [ADD, SUB, "while True:\n    pass", "print(1)"]
@@ -61,7 +61,7 @@ def test_table_by_text_or_hash_then_rules_then_default() -> None:
         assert b.calls[program_hash(ADD)] == 1 and sum(b.calls.values()) == 4
         return out
 
-    assert _run(go()) == [Verdict.correct, Verdict.wrong_answer, Verdict.time_limit, Verdict.runtime_error]
+    assert _run(go()) == [Status.correct, Status.wrong_answer, Status.time_limit, Status.runtime_error]
 
 
 def test_outcomes_follow_the_verdict_and_the_tests() -> None:
@@ -69,17 +69,17 @@ def test_outcomes_follow_the_verdict_and_the_tests() -> None:
         b = await _started(table={ADD: "correct", SUB: "wrong_answer", "boom": {"verdict": "runtime_error",
                                                                                 "stderr": "ZeroDivisionError"}})
         ok = await b.judge(CodeJob(ADD, TESTS))
-        assert [t.stdout for t in ok.tests] == ["3\n", "12\n"] and all(t.verdict is Verdict.correct for t in ok.tests)
+        assert [t.stdout for t in ok.tests] == ["3\n", "12\n"] and all(t.verdict is Status.correct for t in ok.tests)
         bad = await b.judge(CodeJob(SUB, TESTS))
-        assert len(bad.tests) == 1 and bad.tests[0].verdict is Verdict.wrong_answer  # stops at the first failure
+        assert len(bad.tests) == 1 and bad.tests[0].verdict is Status.wrong_answer  # stops at the first failure
         every = await b.judge(CodeJob(SUB, TESTS, stop_on_first_failure=False))
         assert len(every.tests) == 2
         crash = await b.judge(CodeJob("boom", TESTS))
         assert crash.tests[0].stderr == "ZeroDivisionError" and crash.tests[0].exit_code == 1
         missing = await b.judge(CodeJob("print(2)", TESTS))  # no entry, no default: infrastructure, not a reward
-        assert missing.verdict is Verdict.sandbox_error and program_hash("print(2)") in (missing.error or "")
+        assert missing.verdict is Status.sandbox_error and program_hash("print(2)") in (missing.error or "")
         raw = await b.run_raw(RawRun("boom"))
-        assert raw.verdict is Verdict.runtime_error
+        assert raw.verdict is Status.runtime_error
         health = await b.health()
         assert health["ok"] is True and health["fake"] is True
         await b.close()

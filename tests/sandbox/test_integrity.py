@@ -1,4 +1,4 @@
-"""Verdict integrity and liveness under hostile programs, on both backends (issue classes 1-7, 9).
+"""Status integrity and liveness under hostile programs, on both backends (issue classes 1-7, 9).
 
 Each test first checks that programs run unprivileged in a pid namespace of their own
 (``assert_confined``; hostile programs also carry GUARD), fires the hostile program, then runs a
@@ -21,7 +21,8 @@ from sandbox_helpers import (
     stdio_job,
 )
 
-from mucode.sandbox import CodeJob, TestSpec, Verdict
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec
 
 ADD_TESTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\nassert add(-1, 1) == 0\n"
 WRONG_ADD = "def add(a, b):\n    return a - b\n"
@@ -56,24 +57,24 @@ FORGERIES = {
 def test_assert_tests_cannot_be_forged(sb: Handle) -> None:
     assert_confined(sb)
     right = sb.judge(CodeJob("def add(a, b):\n    return a + b\n", TestSpec("assert", assert_code=ADD_TESTS)))
-    assert right.verdict is Verdict.correct, right
+    assert right.verdict is Status.correct, right
     for name, program in FORGERIES.items():
         r = sb.judge(CodeJob(GUARD + program, TestSpec("assert", assert_code=ADD_TESTS)))
-        assert r.verdict in (Verdict.wrong_answer, Verdict.runtime_error), (name, r)
+        assert r.verdict in (Status.wrong_answer, Status.runtime_error), (name, r)
     # HumanEval style (check(candidate) with the entry point), with an always-equal return value
     check = "def check(candidate):\n    assert candidate([1, 2]) == [2, 4]\n    assert candidate([]) == []\n"
     fake = "class L(list):\n    def __eq__(self, o):\n        return True\ndef double(xs):\n    return L()\n"
     r = sb.judge(CodeJob(GUARD + fake, TestSpec("assert", assert_code=check, entry_point="double")))
-    assert r.verdict is Verdict.wrong_answer, r
+    assert r.verdict is Status.wrong_answer, r
     good = "def double(xs):\n    return [2 * x for x in xs]\n"
     assert sb.judge(CodeJob(good, TestSpec("assert", assert_code=check, entry_point="double"))).verdict \
-        is Verdict.correct
+        is Status.correct
     # a comparison that is not with a literal runs inside, on plain data only
     close = "assert abs(add(1, 2) - 3) < 1e-9\n"
     fake_num = ("class N:\n    def __sub__(self, o):\n        return self\n    def __abs__(self):\n        return self\n"
                 "    def __lt__(self, o):\n        return True\ndef add(a, b):\n    return N()\n")
     r = sb.judge(CodeJob(GUARD + fake_num, TestSpec("assert", assert_code=close)))
-    assert r.verdict is Verdict.wrong_answer, r
+    assert r.verdict is Status.wrong_answer, r
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
@@ -93,10 +94,10 @@ def test_control_channel_garbage_is_the_programs_own_failure(sb: Handle) -> None
     for name, data in GARBAGE.items():
         prog = GUARD + f"import os\nprint(int(input()) * 2)\nos.write(3, {data!r})\n"
         r = sb.judge(stdio_job(prog, ["21\n"], ["42"]))
-        assert r.verdict in (Verdict.correct, Verdict.runtime_error), (name, r)
+        assert r.verdict in (Status.correct, Status.runtime_error), (name, r)
         call = GUARD + f"import os\ndef f(x):\n    os.write(3, {data!r})\n    os._exit(0)\n"
         r = sb.judge(CodeJob(call, TestSpec("call", ["1"], ["2"], fn_name="f")))
-        assert r.verdict is Verdict.runtime_error, (name, r)
+        assert r.verdict is Status.runtime_error, (name, r)
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
@@ -124,9 +125,9 @@ LIST_SCRATCH = "import os\nprint(sorted(os.listdir('.')), oct(os.stat('.').st_mo
 def test_scratch_is_fresh_after_chmod_000_deep_trees_and_links(sb: Handle) -> None:
     assert_confined(sb)
     for r in every_slot(sb, stdio_job(SCRATCH_VANDAL, [""], ["done"])):
-        assert r.verdict is Verdict.correct, r
+        assert r.verdict is Status.correct, r
     for r in every_slot(sb, stdio_job(LIST_SCRATCH, [""], ["[] 0o700"])):
-        assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+        assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
@@ -147,7 +148,7 @@ while True:
 def test_sigstop_spinners_cannot_hang_a_slot(sb: Handle) -> None:
     assert_confined(sb)
     for r in every_slot(sb, stdio_job(STOPPER, [""], [""], time_limit_s=1.0)):
-        assert r.verdict is Verdict.time_limit, r
+        assert r.verdict is Status.time_limit, r
     every_slot_correct(sb)
     assert_nothing_left(sb)
     assert sb.health()["ok"]
@@ -188,16 +189,16 @@ def test_sysv_ipc_objects_cannot_be_made(sb: Handle) -> None:
     jobs running at once (and survive until the slot is cleaned), so creating one is refused (EPERM)."""
     assert_confined(sb)
     for r in every_slot(sb, stdio_job(IPC_GETS, [""], [f"{errno.EPERM} {errno.EPERM} {errno.EPERM}"])):
-        assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+        assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     every_slot_correct(sb)
 
 
 def test_sysv_ipc_does_not_survive_a_job(sb: Handle) -> None:
     assert_confined(sb)
     for r in every_slot(sb, stdio_job(SHM_LEAK, [""], ["False"])):  # refused (see above)
-        assert r.verdict is Verdict.correct, r
+        assert r.verdict is Status.correct, r
     for r in every_slot(sb, stdio_job(COUNT_IPC, [""], ["0"])):
-        assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+        assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
@@ -220,7 +221,7 @@ print(writable, len(shared))
 def test_programs_cannot_write_the_executors_memory(sb: Handle) -> None:
     assert_confined(sb)
     for r in every_slot(sb, stdio_job(SHARED_MAPS, [""], ["0 0"])):
-        assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+        assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     every_slot_correct(sb)
     assert sb.health()["ok"]
 
@@ -245,7 +246,7 @@ print(42)  # exits without waiting for its children
 def test_cpu_time_of_unwaited_children_counts(sb: Handle) -> None:
     assert_confined(sb)
     r = sb.judge(stdio_job(UNWAITED, [""], ["42"], time_limit_s=1.0))
-    assert r.verdict is Verdict.time_limit, r
+    assert r.verdict is Status.time_limit, r
     assert r.tests[0].cpu_s > 1.0 or r.tests[0].limit_hit == "wall_time", r.tests[0]
     every_slot_correct(sb)
     assert_nothing_left(sb)
@@ -255,7 +256,7 @@ def test_call_result_counts_against_the_output_cap(sb: Handle) -> None:
     assert_confined(sb)
     prog = GUARD + "def f(x):\n    return 'x' * (17 << 20)\n"
     r = sb.judge(CodeJob(prog, TestSpec("call", ["1"], ['"x"'], fn_name="f"), memory_limit_mb=1024))
-    assert r.verdict is Verdict.output_limit, r
+    assert r.verdict is Status.output_limit, r
     every_slot_correct(sb)
 
 
@@ -289,7 +290,7 @@ print(*res)
 def test_no_user_namespaces_keyrings_bpf_perf_mount_or_exec_from_scratch(sb: Handle) -> None:
     assert_confined(sb)
     r = sb.judge(stdio_job(KERNEL_SURFACE, [""], ["1 1 1 1 1 1 noexec\n"], checker="exact"))
-    assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+    assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     assert sb.health()["executors"], "no executor"
     every_slot_correct(sb)
     assert_nothing_left(sb)

@@ -23,7 +23,8 @@ from sandbox_helpers import (
     stdio_job,
 )
 
-from mucode.sandbox import CodeJob, TestSpec, Verdict
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec
 
 
 def test_runs_unprivileged_without_capabilities(sb: Handle) -> None:
@@ -32,7 +33,7 @@ def test_runs_unprivileged_without_capabilities(sb: Handle) -> None:
             'print(*[l.split()[1] for l in st.splitlines() if l.split()[0] in ("CapPrm:", "CapEff:", "CapAmb:")])\n'
             'print(os.getgroups())')
     r = sb.judge(stdio_job(prog, [""], ["0000000000000000 0000000000000000 0000000000000000\n[]\n"], checker="exact"))
-    assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+    assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
 
 
 def test_no_network_to_host_loopback(sb: Handle) -> None:
@@ -64,7 +65,7 @@ print(" ".join(results))
     finally:
         server.close()
     assert not accepted, "a sandboxed program reached a port on the host's loopback"
-    assert r.verdict is Verdict.correct, r.tests[0]
+    assert r.verdict is Status.correct, r.tests[0]
     assert_nothing_left(sb)
     assert_still_works(sb)
 
@@ -102,7 +103,7 @@ print("clean" if not seen else "LEAK " + " ".join(seen))
         r = sb.judge(stdio_job(prog, [""], ["clean"]))
     finally:
         os.unlink(host_file)
-    assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+    assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     assert CANARY not in r.tests[0].stdout
     assert_nothing_left(sb)
 
@@ -126,7 +127,7 @@ with open("here.txt", "w") as f:  # the run's own scratch dir is writable
 print("confined" if not wrote else "ESCAPED " + " ".join(wrote), open("here.txt").read())
 '''
     r = sb.judge(stdio_job(prog, [""], ["confined ok"]))
-    assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+    assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     assert not os.path.exists(os.path.join("/tmp", name)) and not os.path.exists(os.path.join("/", name))
     assert_nothing_left(sb)
 
@@ -143,8 +144,8 @@ while True:
 '''
     benign = stdio_job("print(sum(map(int, input().split())))", ["1 2 3\n"], ["6"])
     results = sb.judge_many([stdio_job(bomb, [""], [""], time_limit_s=1.0), benign, benign])
-    assert results[0].verdict is Verdict.time_limit, results[0]
-    assert all(r.verdict is Verdict.correct for r in results[1:]), results[1:]
+    assert results[0].verdict is Status.time_limit, results[0]
+    assert all(r.verdict is Status.correct for r in results[1:]), results[1:]
     assert_nothing_left(sb)
     assert sb.health()["ok"]
     assert_still_works(sb)
@@ -154,7 +155,7 @@ def test_memory_bomb(sb: Handle) -> None:
     assert_confined(sb)
     prog = GUARD + "blocks = []\nwhile True:\n    blocks.append(bytearray(8 << 20))\n"
     r = sb.judge(stdio_job(prog, [""], [""], memory_limit_mb=128))
-    assert r.verdict is Verdict.memory_limit, r.tests[0]
+    assert r.verdict is Status.memory_limit, r.tests[0]
     assert r.tests[0].limit_hit == "memory"
     assert_nothing_left(sb)
     assert_still_works(sb)
@@ -163,7 +164,7 @@ def test_memory_bomb(sb: Handle) -> None:
 def test_cpu_spin(sb: Handle) -> None:
     assert_confined(sb)
     r = sb.judge(stdio_job(GUARD + "while True:\n    pass\n", [""], [""], time_limit_s=1.0))
-    assert r.verdict is Verdict.time_limit, r.tests[0]
+    assert r.verdict is Status.time_limit, r.tests[0]
     assert r.tests[0].limit_hit in ("cpu_time", "wall_time")
     assert_nothing_left(sb)
     assert_still_works(sb)
@@ -173,7 +174,7 @@ def test_sleeping_past_the_timeout(sb: Handle) -> None:
     assert_confined(sb)
     start = time.monotonic()
     r = sb.judge(stdio_job(GUARD + "import time\ntime.sleep(600)\n", [""], [""], time_limit_s=0.5))
-    assert r.verdict is Verdict.time_limit, r.tests[0]
+    assert r.verdict is Status.time_limit, r.tests[0]
     assert r.tests[0].limit_hit == "wall_time"
     assert time.monotonic() - start < 300  # stopped at its limit, not after its 600 s sleep
     assert_nothing_left(sb)
@@ -184,7 +185,7 @@ def test_endless_output(sb: Handle) -> None:
     assert_confined(sb)
     prog = GUARD + 'import sys\nwhile True:\n    sys.stdout.write("y" * 65536)\n'
     r = sb.judge(stdio_job(prog, [""], [""], time_limit_s=5.0))
-    assert r.verdict is Verdict.output_limit, r.tests[0]
+    assert r.verdict is Status.output_limit, r.tests[0]
     assert r.tests[0].truncated and r.tests[0].limit_hit == "output"
     assert_nothing_left(sb)
     assert_still_works(sb)
@@ -197,11 +198,11 @@ def test_disk_fill(sb: Handle) -> None:
                           '        f.write(b"x" * (4 << 20))\n    i += 1\n')
     for prog in (one_big_file, many_files):
         r = sb.judge(stdio_job(prog, [""], [""], time_limit_s=5.0))
-        assert r.verdict is Verdict.runtime_error, r.tests[0]
+        assert r.verdict is Status.runtime_error, r.tests[0]
         assert "OSError" in r.tests[0].stderr or "No space" in r.tests[0].stderr, r.tests[0].stderr
     # the scratch space is wiped: the next run can write again
     writer = 'with open("f", "wb") as f:\n    f.write(b"x" * (8 << 20))\nprint("wrote")'
-    assert sb.judge(stdio_job(writer, [""], ["wrote"])).verdict is Verdict.correct
+    assert sb.judge(stdio_job(writer, [""], ["wrote"])).verdict is Status.correct
     assert_nothing_left(sb)
     assert_still_works(sb)
 
@@ -224,7 +225,7 @@ print(sum(map(int, input().split())))
     for close in ("yes", "no"):  # a daemon that closes its pipes, and one that keeps them open
         start = time.monotonic()
         r = sb.judge(stdio_job(prog.replace("{close}", close), ["4 5\n"], ["9"], time_limit_s=5.0))
-        assert r.verdict is Verdict.correct, r.tests[0]
+        assert r.verdict is Status.correct, r.tests[0]
         assert time.monotonic() - start < 150  # the judge did not wait for the daemon's 300 s sleep
         assert_nothing_left(sb)
     assert_still_works(sb)
@@ -251,7 +252,7 @@ for pid in (1, os.getppid()):
 print("denied" if not hit else f"HIT {hit}")
 '''
     r = sb.judge(stdio_job(prog, [""], ["denied"]))
-    assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr)
+    assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     assert sb.health()["ok"]
     assert_nothing_left(sb)
     assert_still_works(sb)
@@ -297,8 +298,8 @@ print("isolated" if not got else f"REACHED {got}")
 '''
     results = sb.judge_many([stdio_job(victim, ["20 22\n"], ["victim-data 42"]),
                              stdio_job(attacker, [""], ["isolated"])])
-    assert results[1].verdict is Verdict.correct, (results[1].tests[0].stdout, results[1].tests[0].stderr)
-    assert results[0].verdict is Verdict.correct, results[0].tests[0]
+    assert results[1].verdict is Status.correct, (results[1].tests[0].stdout, results[1].tests[0].stderr)
+    assert results[0].verdict is Status.correct, results[0].tests[0]
     assert_nothing_left(sb)
     assert_still_works(sb)
 
@@ -322,7 +323,7 @@ def search():
 print("found" if search() else "absent")
 '''
     r = sb.judge(CodeJob(prog, TestSpec("stdio", ["x\n"], [secret])))
-    assert r.verdict is Verdict.wrong_answer
+    assert r.verdict is Status.wrong_answer
     assert r.tests[0].stdout.strip() == "absent"
 
 
@@ -333,7 +334,7 @@ def test_concurrent_load_while_hostile_runs_keeps_serving(sb: Handle) -> None:
                stdio_job(GUARD + 'import sys\nwhile True:\n    sys.stdout.write("z" * 4096)\n', [""], [""])]
     benign = [stdio_job("print(int(input()) * 2)", [f"{i}\n"], [str(2 * i)]) for i in range(12)]
     results = sb.judge_many(hostile + benign)
-    assert results[0].verdict is Verdict.time_limit
-    assert results[1].verdict is Verdict.output_limit
-    assert all(r.verdict is Verdict.correct for r in results[2:]), [r.verdict for r in results[2:]]
+    assert results[0].verdict is Status.time_limit
+    assert results[1].verdict is Status.output_limit
+    assert all(r.verdict is Status.correct for r in results[2:]), [r.verdict for r in results[2:]]
     assert_nothing_left(sb)

@@ -21,7 +21,7 @@ from sandbox_helpers import (
     stdio_job,
 )
 
-from mucode.sandbox import Verdict
+from mucode.protocol import Status
 
 SLOW = "import time\ntime.sleep(1.5)\nprint(int(input()) + 1)\n"
 
@@ -48,7 +48,7 @@ def test_a_killed_job_handler_means_a_re_run_on_a_fresh_slot(sb: Handle) -> None
     fut = asyncio.run_coroutine_threadsafe(sb.backend.judge(stdio_job(SLOW, ["41\n"], ["42"])), sb.loop)
     os.kill(_handler_of_running_job(sb), signal.SIGKILL)
     result = fut.result(120)
-    assert result.verdict is Verdict.correct, result
+    assert result.verdict is Status.correct, result
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
@@ -75,7 +75,7 @@ def test_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run(kind
                 seen_stuck = True
             time.sleep(0.05)
         assert seen_stuck, "health never reported the stuck slot"
-        assert fut.result(60).verdict is Verdict.correct  # re-run once on a fresh slot
+        assert fut.result(60).verdict is Status.correct  # re-run once on a fresh slot
         assert h.health()["ok"]
         every_slot_correct(h)
         uids = h.slot_uids
@@ -125,7 +125,7 @@ def test_local_slots_share_no_sysv_ipc_or_abstract_sockets(local_handle: Handle)
     # probe can only find one if that refusal broke; the abstract socket is this test's own check
     owner, probe = h.judge_many([stdio_job(IPC_OWNER, [""], ["False"], time_limit_s=5.0),
                                  stdio_job(IPC_PROBE, [""], ["isolated"], time_limit_s=5.0)])
-    assert owner.verdict is Verdict.correct, owner
-    assert probe.verdict is Verdict.correct, probe.tests[0].stdout
+    assert owner.verdict is Status.correct, owner
+    assert probe.verdict is Status.correct, probe.tests[0].stdout
     every_slot_correct(h)
     assert_nothing_left(h)

@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 PLUGIN_MODULE = '''
 """Reward plug-ins used by mucode's trainer tests."""
-from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.protocol import Status
+from mucode.rewards.types import Item, Result, RewardContext
 
 
 class ParityReward:
@@ -29,7 +30,7 @@ class ParityReward:
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         good = len(item.response) % 2 == 0
         return Result(id=item.id, reward=float(good),
-                      status=RewardStatus.correct if good else RewardStatus.wrong_answer, details={})
+                      status=Status.correct if good else Status.wrong_answer, details={})
 
 
 class FlakyReward(ParityReward):

@@ -18,10 +18,10 @@ from typing import ClassVar
 
 import pytest
 
+from mucode.protocol import Item, Result, Status
 from mucode.rewards.registry import ProgramRegistry
 from mucode.verifier.client import VerifierClient, VerifierRequestError
 from mucode.verifier.core import Verifier
-from mucode.verifier.protocol import Item, Result, Status
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 from mucode.verifier.settings import VerifierSettings
 

@@ -24,7 +24,7 @@ import os
 import threading
 from typing import Any
 
-from mucode.verifier.protocol import Result, Status
+from mucode.protocol import Result, Status
 from mucode.verifier.samples import to_item
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 

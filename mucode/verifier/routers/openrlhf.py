@@ -21,10 +21,11 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, status
 from pydantic import BaseModel, ConfigDict, Field
 
+from mucode.protocol import Item, Status
 from mucode.verifier.deps import Authorized, VerifierDep
-from mucode.verifier.protocol import ErrorResponse, Item, Status, VerifyRequest
 from mucode.verifier.routers.verify import score_request
 from mucode.verifier.samples import to_item
+from mucode.verifier.schemas import ErrorResponse, VerifyRequest
 
 router = APIRouter(tags=["openrlhf"])
 

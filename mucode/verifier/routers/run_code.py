@@ -36,7 +36,8 @@ _DEFAULT_MEMORY_MB = 1024
              responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 503, 504)})
 async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeResponse:
     """Runs one program with one stdin and returns its exit status and output (no checking)."""
-    from mucode.sandbox.types import RawRun, Verdict
+    from mucode.protocol import Status
+    from mucode.sandbox.types import RawRun
 
     problems = text_problems(request.model_dump())
     if request.language.lower() not in ("python", "python3"):
@@ -69,21 +70,21 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
     try:
         outcome = await asyncio.wait_for(_run_in_slot(verifier, sandbox, run), limit)
     except TimeoutError:
-        verifier.metrics.items.labels("run_code", Verdict.sandbox_error.value).inc()
+        verifier.metrics.items.labels("run_code", Status.sandbox_error.value).inc()
         raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, detail=(
             f"the run did not finish within the request limit of {limit} s (queueing included; "
             "MUCODE_REQUEST_TIMEOUT_S): the sandbox is overloaded or stuck, retry later"),
             headers={"Retry-After": str(verifier.settings.retry_after_s)}) from None
     except Exception as exc:  # noqa: BLE001 - infrastructure: SandboxFusion's SandboxError
-        verifier.metrics.items.labels("run_code", Verdict.sandbox_error.value).inc()
+        verifier.metrics.items.labels("run_code", Status.sandbox_error.value).inc()
         return RunCodeResponse(status="SandboxError", message=f"sandbox backend failed: {exc!r}"[:1000])
     finally:
         verifier.release(1)
-    verdict = Verdict(outcome.verdict)
+    verdict = Status(outcome.verdict)
     verifier.metrics.items.labels("run_code", verdict.value).inc()
-    if verdict is Verdict.sandbox_error:
+    if verdict is Status.sandbox_error:
         return RunCodeResponse(status="SandboxError", message=outcome.stderr[:1000] or "sandbox error")
-    timed_out = verdict is Verdict.time_limit
+    timed_out = verdict is Status.time_limit
     code = outcome.exit_code if outcome.exit_code is not None else (-outcome.signal if outcome.signal else None)
     result = RunResult(status="TimeLimitExceeded" if timed_out else "Finished", execution_time=outcome.wall_s,
                        return_code=code, stdout=outcome.stdout, stderr=outcome.stderr)

@@ -13,9 +13,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, status
 
+from mucode.protocol import Result
 from mucode.verifier.core import QueueFullError, Verifier
 from mucode.verifier.deps import Authorized, VerifierDep
-from mucode.verifier.protocol import ErrorResponse, Result, VerifyRequest, VerifyResponse
+from mucode.verifier.schemas import ErrorResponse, VerifyRequest, VerifyResponse
 from mucode.verifier.text import text_problems
 from mucode.verifier.wire import MAX_ITEMS_HEADER, answer_within, resolve_test_sets
 
