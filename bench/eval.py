@@ -85,7 +85,7 @@ def timed_client(fn: Any) -> tuple[Any, float, float]:
 def mucode_lcb(url: str, data: Path, samples: int) -> tuple[dict[str, Any], float, float]:
     from mucode.eval.core import SamplesSource
     from mucode.eval.judge import VerifierOptions
-    from mucode.eval.livecodebench import evaluate_livecodebench
+    from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
 
     source = SamplesSource({"abc999_z": [f"```python\n{c}\n```" for c in lcb_codes(samples)]})
     return timed_client(
@@ -138,7 +138,7 @@ def evalplus_codes(samples: int) -> list[str]:
 
 
 def mucode_evalplus(url: str, data: Path, samples: int) -> tuple[dict[str, Any], float, float]:
-    from mucode.eval.evalplus_bench import evaluate_evalplus
+    from mucode.eval.evalplus.evaluate import evaluate_evalplus
     from mucode.eval.judge import VerifierOptions
 
     chosen = {"humaneval": ({"HumanEval/950": evalplus_codes(samples)}, "solution")}
@@ -153,7 +153,7 @@ def mucode_evalplus(url: str, data: Path, samples: int) -> tuple[dict[str, Any],
 _EVALPLUS_GRADER = r"""
 import json, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from mucode.eval.evalplus_bench import load_evalplus
+from mucode.eval.evalplus.evaluate import load_evalplus
 from evalplus.eval import PASS, untrusted_check
 
 job = json.load(sys.stdin)
@@ -202,7 +202,7 @@ def main() -> None:
         tests = lcb_problem(Path(tmp) / "lcb", args.lcb_mb)
         plus = Path(tmp) / "HumanEvalPlus.jsonl"
         evalplus_task(plus, args.plus_inputs)
-        from mucode.eval.evalplus_bench import load_evalplus
+        from mucode.eval.evalplus.evaluate import load_evalplus
 
         load_evalplus("humaneval", override_path=plus)  # ground truth computed and cached before timing
         service = Service(options, 1, backend=args.backend)

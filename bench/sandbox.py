@@ -12,8 +12,8 @@ Workloads: (a) hello-world, (b) read two integers and print their sum (one test 
 - ``docker run``: one ``docker run --rm -i --network none`` of the sandbox image per program (b).
 - ``local`` / ``docker`` under attack: (b) at concurrency 2 while a fork bomb and a CPU spinner run
   back to back in two other slots.
-``--compare-dir OLD/mucode/sandbox/executor [--compare-image IMAGE]``: instead, an A/B of this executor
-against another version of it (e.g. ``git archive <rev> mucode/sandbox/executor | tar -x -C /tmp/old``;
+``--compare-dir OLD/sandbox [--compare-image IMAGE]``: instead, an A/B of this executor
+against another version of it (e.g. ``git archive <rev> sandbox | tar -x -C /tmp/old``;
 ``sandbox`` for revisions before the executor moved into the package; and an image built
 from it), both running at once, in interleaved rounds so both see the same load; prints the median
 tests/s of each and the ratio, for a+b and 30-test jobs at concurrency 1 and 4, and the CPU time

@@ -18,7 +18,7 @@ The service runs as a child process (``python -m mucode.verifier``) so its CPU t
 ``--samples`` samples through ``VerifierClient`` with the default request cap: requests sent, wall
 time, the service's CPU time and the client's peak Python memory while it prepares and sends
 (tracemalloc), next to the size of the test set and of the inlined request it replaces.
-Math items are the MATH500 reference solutions (their own \\boxed answer) shipped in mucode/assets/math.
+Math items are the MATH500 reference solutions (their own \\boxed answer) shipped in eval/math.
 The machine may be shared: rerun before trusting a small difference.
 """
 

@@ -31,9 +31,9 @@ from mucode.config_algo import (
     objective_param_keys,
 )
 from mucode.config_algo import nest_params as _nest_params
+from mucode.configs import CONFIG_DIR as PRESETS_DIR
 
 __all__ = [
-    "STORE_KEYS",
     "AlgoConfig",
     "BatchConfig",
     "ConfigError",
@@ -46,14 +46,12 @@ __all__ = [
     "RolloutConfig",
     "TrainConfig",
     "VerifierConfig",
-    "batch_plan",
     "load_config",
     "objective_param_keys",
     "preset_names",
-    "store_key_changes",
 ]
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = PRESETS_DIR
 
 
 
@@ -314,10 +312,6 @@ class MucodeConfig(_Section):
             raise ValueError("rollout.engine=vllm needs a GPU; use rollout.engine=hf with train.device=cpu")
         return self
 
-    def run_path(self) -> Path:
-        """Directory of this run's outputs."""
-        return Path(self.train.run_dir) if self.train.run_dir else Path("runs") / self.train.run_name
-
 
 def preset_names() -> list[str]:
     """Names usable as `--config NAME` (the YAML files shipped in configs/)."""
@@ -428,57 +422,3 @@ def load_config(config: str | Path | None = None, overrides: list[str] | None = 
         return MucodeConfig.model_validate(tree)
     except ValidationError as err:
         raise ConfigError(_format_error(err)) from None
-
-
-STORE_KEYS: tuple[str, ...] = (
-    "model.path", "data", "batch.samples_per_prompt", "batch.prompts_per_update", "batch.updates_per_stage",
-    "rollout.temperature", "rollout.top_p", "rollout.top_k", "rollout.max_response_tokens", "rollout.seed",
-    "algo.adv_std", "algo.adv_eps", "algo.recompute_behaviour_logprobs", "train.seed", "train.groups_per_shard",
-)
-"""Keys that shape a run's stage stores or their reading order (a section name covers all its keys):
-a resume must keep them (`batch.num_stages` may grow; everything else may change)."""
-
-
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
-def store_key_changes(saved: dict[str, Any], cfg: MucodeConfig) -> list[str]:
-    """`key: saved → now` for every store-shaping key (`STORE_KEYS`) whose value differs from ``saved``
-    (a run's config.yaml as a mapping). Empty: the stores on disk match ``cfg``."""
-    old, new = _flatten(saved), _flatten(cfg.model_dump(mode="json"))
-    changes = []
-    for key in sorted(set(old) | set(new)):
-        if not any(key == k or key.startswith(k + ".") for k in STORE_KEYS):
-            continue
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, list) or isinstance(b, list):
-            a, b = list(a or []) if a is not None else a, list(b or []) if b is not None else b
-        if a != b:
-            changes.append(f"{key}: {a!r} → {b!r}")
-    return changes
-
-
-def batch_plan(cfg: MucodeConfig) -> dict[str, int]:
-    """Derived sizes of a run, computed in one place and printed before any work starts."""
-    b = cfg.batch
-    prompts_per_stage = b.prompts_per_update * b.updates_per_stage
-    return {
-        "samples_per_prompt (G)": b.samples_per_prompt,
-        "prompts_per_update (B_mini)": b.prompts_per_update,
-        "responses_per_update": b.prompts_per_update * b.samples_per_prompt,
-        "updates_per_stage (μ)": b.updates_per_stage,
-        "prompts_per_stage (B_train)": prompts_per_stage,
-        "responses_per_stage": prompts_per_stage * b.samples_per_prompt,
-        "num_stages": b.num_stages,
-        "total_updates": b.updates_per_stage * b.num_stages,
-        "total_responses": prompts_per_stage * b.samples_per_prompt * b.num_stages,
-        "engine_switches": 2 * b.num_stages,
-    }

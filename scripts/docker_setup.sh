@@ -3,7 +3,7 @@
 #   1. apt-get install docker.io and debootstrap if missing;
 #   2. start dockerd in the background if no engine answers, and wait for it;
 #   3. build the base image without a registry (scripts/build_base_image.sh, cached);
-#   4. build the sandbox image (mucode/sandbox/executor/Dockerfile, BASE_IMAGE = that base), tag mucode-sandbox:latest;
+#   4. build the sandbox image (sandbox/Dockerfile, BASE_IMAGE = that base), tag mucode-sandbox:latest;
 #   5. install on the host, for the local backend's /usr/bin/python3, the libraries programs may
 #      import (the same Debian packages as the image: numpy, scipy, sortedcontainers, networkx).
 # Every step is skipped when already done, so calling it twice is cheap.
@@ -48,7 +48,7 @@ fi
 
 # The sandbox image is rebuilt only when the executor dir or the base image changed: the hash of both
 # is a label on the image (the base's image id changes whenever its package list does).
-EXECUTOR=mucode/sandbox/executor
+EXECUTOR=sandbox
 BASE_ID="$(docker image inspect "$BASE" --format '{{.Id}}' 2>/dev/null | cut -c8-23 || true)"
 SRC_HASH="$(cd "$ROOT" && find "$EXECUTOR" -type f -not -name '*.pyc' -not -path '*/__pycache__/*' | LC_ALL=C sort \
             | xargs sha256sum | sha256sum | cut -c1-16)-$BASE-$BASE_ID"

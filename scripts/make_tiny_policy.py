@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/make_tiny_policy.py [--out mucode/assets/tiny] [--steps 1500]
 
-The command line over ``mucode.assets.tiny_build`` (its docstring says how the policy is made; no
+The command line over ``mucode.train.tiny_build`` (its docstring says how the policy is made; no
 downloads). ``--eval`` samples from the result at temperature 1 and prints its reward measured with
 a quick in-process check (NOT the sandbox; the verifier is the judge during training).
 """
@@ -14,7 +14,7 @@ import dataclasses
 from pathlib import Path
 
 from mucode.assets import TINY_POLICY_DIR
-from mucode.assets.tiny_build import Recipe, build_tiny_policy, quick_eval
+from mucode.train.tiny_build import Recipe, build_tiny_policy, quick_eval
 
 _HELP = {"p_correct": "share of warm-up answers that are right",
          "p_format": "share of warm-up answers in the scored format",

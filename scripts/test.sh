@@ -7,8 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-echo "[test] ruff check mucode tests bench scripts"  # mucode/ holds the in-sandbox executor too
-.venv/bin/ruff check mucode tests bench scripts
-echo "[test] mypy (the mucode package)"
+echo "[test] ruff check and ruff format --check"
+.venv/bin/ruff check mucode sandbox configs eval tests bench scripts
+.venv/bin/ruff format --check mucode sandbox configs eval tests bench scripts
+echo "[test] mypy (the mucode package, then the in-sandbox executor, strict)"
 .venv/bin/mypy
+.venv/bin/mypy --strict sandbox
 exec .venv/bin/python -m pytest -m "not gpu" "$@"

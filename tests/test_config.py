@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mucode.algo import GRPOParams, M2POMode, M2POParams, MuGRPOParams, VetoScope
-from mucode.config import ConfigError, MucodeConfig, batch_plan, load_config, preset_names
+from mucode.config import ConfigError, MucodeConfig, load_config, preset_names
+from mucode.train.plan import batch_plan
 
 
 def test_defaults_are_the_paper_settings() -> None:
@@ -36,7 +37,7 @@ def test_baseline_presets(preset: str, objective: str, mu: int, stages: int, par
     assert cfg.algo.objective == objective
     assert cfg.algo.params == params
     assert (cfg.batch.updates_per_stage, cfg.batch.num_stages) == (mu, stages)
-    assert batch_plan(cfg)["total_updates"] == 4096
+    assert batch_plan(cfg.batch)["total_updates"] == 4096
 
 
 def test_every_shipped_preset_resolves() -> None:
@@ -95,7 +96,7 @@ def test_unknown_preset_lists_presets() -> None:
 
 def test_batch_plan_is_consistent() -> None:
     cfg = load_config(None, ["batch.prompts_per_update=16", "batch.updates_per_stage=64", "batch.num_stages=3"])
-    plan = batch_plan(cfg)
+    plan = batch_plan(cfg.batch)
     assert plan["prompts_per_stage (B_train)"] == 16 * 64
     assert plan["responses_per_stage"] == 16 * 64 * 8
     assert plan["total_updates"] == 64 * 3
@@ -135,7 +136,7 @@ def test_paper_presets_resolve_to_the_appendix_numbers(model: str, algo: str | N
         assert cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens == context
         assert cfg.batch.prompts_per_update == b_mini and cfg.batch.samples_per_prompt == 8
         assert (cfg.batch.updates_per_stage, cfg.batch.num_stages) == (mu, stages)
-        assert batch_plan(cfg)["total_updates"] == 4096
+        assert batch_plan(cfg.batch)["total_updates"] == 4096
         assert (cfg.algo.objective, cfg.algo.params) == (objective, params)
         assert cfg.optim.lr == 1e-6 and cfg.optim.betas == (0.9, 0.999) and cfg.optim.weight_decay == 0.01
         assert cfg.optim.warmup_updates == 0 and cfg.rollout.temperature == 1.0
@@ -185,7 +186,7 @@ def test_code_task_takes_the_code_batch_unless_overridden() -> None:
     assert load_config(None, ["data.task=code", "batch.prompts_per_update=32"]).batch.prompts_per_update == 32
     assert load_config("tiny", ["data.task=code"]).batch.prompts_per_update == 8  # the file sets it
     assert load_config(None, ["data.task=math"]).batch.prompts_per_update == 32
-    assert batch_plan(load_config(None, ["data.task=code"]))["prompts_per_stage (B_train)"] == 16 * 1024
+    assert batch_plan(load_config(None, ["data.task=code"]).batch)["prompts_per_stage (B_train)"] == 16 * 1024
 
 
 @pytest.mark.parametrize(("yaml_text", "needle"), [

@@ -20,6 +20,7 @@ tell apart from its own.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pkgutil
 import re
@@ -122,11 +123,23 @@ print(json.dumps(problems))
 '''
 
 
+# Packages that setuptools' package-dir mapping ships from top-level folders (sandbox/, configs/, eval/):
+# not under mucode/ on disk, so each is walked with the package that holds it.
+MAPPED = {"mucode": ["mucode.configs"], "mucode.sandbox": ["mucode.sandbox.executor"], "mucode.eval": ["mucode.eval.data"]}
+
+
+def _walk(package: str) -> list[str]:
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.submodule_search_locations, package
+    return [package, *(m.name for m in pkgutil.walk_packages(list(spec.submodule_search_locations), f"{package}."))]
+
+
 def _modules(package: str) -> list[str]:
     if package == "mucode":  # the top-level modules; the subpackages have tests of their own
-        return ["mucode", *(f"mucode.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE_DIR)]) if not m.ispkg)]
-    root = PACKAGE_DIR.joinpath(*package.split(".")[1:])
-    names = [package, *(m.name for m in pkgutil.walk_packages([str(root)], f"{package}."))]
+        names = ["mucode", *(f"mucode.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE_DIR)]) if not m.ispkg)]
+    else:
+        names = _walk(package)
+    names += [n for mapped in MAPPED.get(package, []) for n in _walk(mapped)]
     return [n for n in names if n not in FLAT_IMPORT_SCRIPTS]
 
 
@@ -142,7 +155,9 @@ def test_every_package_directory_is_a_regular_package() -> None:
 
 def test_every_subpackage_is_covered() -> None:
     assert {"mucode", "mucode.algo", "mucode.sandbox", "mucode.verifier", "mucode.train", "mucode.eval"} <= set(SUBPACKAGES)
-    assert "mucode.verifier.client" in _modules("mucode.verifier") and "mucode.cli" in _modules("mucode")
+    assert "mucode.verifier.client" in _modules("mucode.verifier") and "mucode.cli" in SUBPACKAGES
+    assert "mucode.sandbox.executor.protocol" in _modules("mucode.sandbox")
+    assert "mucode.eval.data" in _modules("mucode.eval") and "mucode.configs" in _modules("mucode")
 
 
 @pytest.mark.parametrize("package", SUBPACKAGES)

@@ -46,9 +46,10 @@ def _build_wheel(tmp: Path) -> Path:
     so a file that only the checkout has (a symlink, an unlisted data file) is missing here too."""
     src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "MANIFEST.in"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "mucode", src / "mucode", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for tree in ("mucode", "sandbox", "configs", "eval"):  # the package and the folders shipped inside it
+        shutil.copytree(REPO / tree, src / tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     build_sdist = f"from setuptools import build_meta; print(build_meta.build_sdist({str(tmp / 'sdist')!r}))"
     name = _run([sys.executable, "-c", build_sdist], cwd=src).stdout.split()[-1]
     with tarfile.open(tmp / "sdist" / name) as tar:
@@ -85,10 +86,12 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 WHERE = """
 import importlib.metadata as md, json, sys
-import mucode, mucode.config as config, mucode.sandbox.executor as ex
+import mucode, mucode.config as config, mucode.eval.data as data, mucode.sandbox.executor as ex
 print(json.dumps({"mucode": mucode.__file__, "executor": str(ex.EXECUTOR_DIR),
                   "executor_files": sorted(p.name for p in ex.EXECUTOR_DIR.iterdir()),
                   "configs": str(config.CONFIG_DIR), "presets": config.preset_names(),
+                  "math_files": sorted(p.name for p in data.MATH_DATA_DIR.iterdir()),
+                  "lcb_files": sorted(p.name for p in data.LIVECODEBENCH_DATA_DIR.iterdir()),
                   "dists": sorted(str(d.locate_file("")) for d in md.distributions() if d.metadata["Name"] == "mucode"),
                   "path": sys.path}))
 """
@@ -145,6 +148,10 @@ def test_the_wheel_in_a_fresh_venv_serves_and_verifies_with_the_local_backend(tm
     site = str(venv.resolve())
     assert where["mucode"].startswith(site), where["mucode"]
     assert where["executor"].startswith(site) and where["configs"].startswith(site)
+    # the top-level sandbox/, configs/ and eval/ folders land inside the package, where the code looks
+    assert where["executor"].endswith("mucode/sandbox/executor") and where["configs"].endswith("mucode/configs")
+    assert {"math500.jsonl", "aime24.json", "README.md"} <= set(where["math_files"])
+    assert "few_shot_generation.json" in where["lcb_files"]
     assert where["dists"] and all(d.startswith(site) for d in where["dists"]), where["dists"]
     assert not any(p.startswith(str(REPO)) for p in where["path"]), where["path"]
     assert {"executor.py", "protocol.py", "jail.sh", "Dockerfile"} <= set(where["executor_files"])

@@ -2,7 +2,7 @@
 copies of the math benchmarks (``mucode/assets/math/``, provenance in its README).
 
 The tiny policy is a ~0.2 M-parameter Llama-architecture causal LM with a byte-level BPE tokenizer
-(ChatML chat template) made by ``mucode.assets.tiny_build`` (its command line:
+(ChatML chat template) made by ``mucode.train.tiny_build`` (its command line:
 ``scripts/make_tiny_policy.py``) with a short supervised warm-up on
 the toy tasks (``mucode.data.toy``) in which only part of the targets are right and in the scored
 format, so that it starts with a low but non-zero reward. It loads offline with ``from_pretrained``
@@ -15,8 +15,6 @@ from pathlib import Path
 
 TINY_POLICY_NAME = "tiny"
 TINY_POLICY_DIR = Path(__file__).resolve().parent / "tiny"
-MATH_DATA_DIR = Path(__file__).resolve().parent / "math"
-"""MATH500, AIME24, AIME25 and AMC23 as shipped with mucode (the layout ``mucode eval math --data-dir`` reads)."""
 
 
 def tiny_policy_path() -> Path:

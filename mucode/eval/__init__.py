@@ -10,12 +10,11 @@ The trainer's periodic evaluation calls `evaluate_math` / `evaluate_livecodebenc
 
 from __future__ import annotations
 
-from mucode.eval.benchmarks import BENCHMARKS, Benchmark, get_protocol, protocol_names
+from mucode.eval.benchmarks import BENCHMARKS, Benchmark, evaluate_benchmarks, get_protocol, protocol_names
 from mucode.eval.core import EngineSource, SamplesSource
-from mucode.eval.dispatch import evaluate_benchmarks
-from mucode.eval.evalplus_bench import evaluate_evalplus
+from mucode.eval.evalplus import evaluate_evalplus
 from mucode.eval.judge import VerifierOptions
-from mucode.eval.livecodebench import evaluate_livecodebench
+from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
 from mucode.eval.math_bench import MATH_BENCHMARKS, evaluate_math
 from mucode.eval.passk import pass_at_k, pass_at_k_table
 from mucode.eval.protocols import Protocol

@@ -1,7 +1,7 @@
 """Math evaluation: MATH500, AIME24, AIME25, AMC23, AMC24; pass@1 and the five-benchmark average.
 
 Each benchmark loads from a local directory (`data_dir`), else from the copies shipped with mucode
-(`mucode.assets.MATH_DATA_DIR`: MATH500, AIME24, AIME25, AMC23; provenance in its README), else from
+(`mucode.eval.data.MATH_DATA_DIR`: MATH500, AIME24, AIME25, AMC23; provenance in its README), else from
 its Hugging Face Hub data set (AMC24, which has no shipped copy). Field names differ between sources
 and are mapped per source below.
 A response is scored by the verifier's `math` reward program (math-verify on the last `\\boxed{}`),
@@ -34,8 +34,9 @@ from mucode.eval.core import (
     default_summary,
     run_task,
 )
+from mucode.eval.data import MATH_DATA_DIR
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
-from mucode.eval.protocols import MathTemplate, math_template
+from mucode.eval.protocols import MATH_PROTOCOLS, MathTemplate, Protocol, math_template
 
 __all__ = [
     "MATH_BENCHMARKS",
@@ -49,7 +50,7 @@ __all__ = [
 
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 SHIPPED_MATH_REVISION = "mlfoundations/evalchemy@6ed674159b37f740f2353a86f596f49f6ac13c19"
-"""Where the copies in `mucode/assets/math` come from (see its README)."""
+"""Where the copies in `eval/math` come from (see its README)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class MathBenchmark:
     hub_split: str
     hub_fields: FieldMap
     local_file: str | None
-    """File name in a data directory (the layout of `mucode/assets/math`); None: no local copy known."""
+    """File name in a data directory (the layout of `eval/math`); None: no local copy known."""
     local_fields: FieldMap | None
     hub_files: tuple[str, ...] = ()
     """Hub files to read (in order) when the split is not named by the file names; empty: by split."""
@@ -180,8 +181,6 @@ def _hub_rows(bench: MathBenchmark, revision: str | None) -> list[dict[str, Any]
 def math_data_file(name: str, data_dir: str | Path | None = None) -> Path | None:
     """The local file a benchmark is read from: `data_dir` first, then the copy shipped with mucode;
     None when neither holds it (then it comes from the Hub)."""
-    from mucode.assets import MATH_DATA_DIR
-
     bench = _benchmark(name)
     dirs = ([Path(data_dir)] if data_dir is not None else []) + [MATH_DATA_DIR]
     return next((p for p in (_local_file(bench, d) for d in dirs) if p is not None), None)
@@ -189,13 +188,11 @@ def math_data_file(name: str, data_dir: str | Path | None = None) -> Path | None
 
 def math_data_source(name: str, data_dir: str | Path | None = None, revision: str | None = None) -> str:
     """Where a benchmark's problems come from, for the report (`data` field)."""
-    from mucode.assets import MATH_DATA_DIR
-
     path = math_data_file(name, data_dir)
     if path is None:
         return f"hf://datasets/{_benchmark(name).hub_id}@{revision or 'main'}"
     if path.parent == MATH_DATA_DIR:
-        return f"mucode/assets/math/{path.name} ({SHIPPED_MATH_REVISION})"
+        return f"eval/math/{path.name} ({SHIPPED_MATH_REVISION})"
     return str(path)
 
 
@@ -285,16 +282,14 @@ def evaluate_math(
 
     `source` is an `EngineSource`, a rollout engine (then pass `tokenizer`), or None with
     `samples={benchmark: {id: [responses]}}`. `samples_per_problem`: one number for all, a dict per
-    benchmark, or None for the math default protocol's (`mucode.eval.benchmarks`: AIME 16, others 4).
+    benchmark, or None for the math default protocol's (`mucode.eval.protocols.MATH_PROTOCOLS`: AIME 16, others 4).
     A benchmark whose data cannot be loaded is skipped with a warning and recorded under `skipped`;
     the average is then marked partial. `limit` keeps the first problems of each benchmark (smoke
     runs; not comparable with papers). The user turn is `template` (a `MathTemplate` or a name in
     `mucode.eval.protocols.MATH_TEMPLATES`) applied to the problem, else the problem, a space and
     `instruction`, else the default protocol's template.
     """
-    from mucode.eval.benchmarks import get_protocol
-
-    default = get_protocol("math")
+    default = MATH_PROTOCOLS[0]
     if template is None:
         template = instruction_template(instruction) if instruction is not None else default.prompt
     if isinstance(template, str):
@@ -334,3 +329,11 @@ def evaluate_math(
     if skipped:
         report["skipped"] = skipped
     return report
+
+
+def evaluate_math_names(names: list[str], source: EngineSource, data_dir: Path | None, protocol: Protocol,
+                        n: int | None, **kw: Any) -> dict[str, Any]:
+    """The benchmark registry's evaluator of math names (each benchmark at the protocol's sample count)."""
+    counts = {b: n or protocol.samples_for(b) for b in names}
+    return evaluate_math(source, names, data_dir=data_dir, samples_per_problem=counts, template=protocol.prompt,
+                         **kw)  # fmt: skip

@@ -1,6 +1,6 @@
 """Sandboxed execution of untrusted programs: backends, contract types and output checkers.
 
-See docs/sandbox.md. The in-sandbox executor ships in ``mucode/sandbox/executor``
+See docs/sandbox.md. The in-sandbox executor ships in ``sandbox``
 (standard library only, run as plain files inside the image or jail); this package talks to it over
 Unix sockets and imports only its wire-protocol module from there.
 """

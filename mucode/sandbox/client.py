@@ -1,4 +1,4 @@
-"""asyncio client for the in-sandbox executor (``mucode/sandbox/executor/executor.py``) and a pool
+"""asyncio client for the in-sandbox executor (``sandbox/executor.py``) and a pool
 of its slots.
 
 An *endpoint* is one executor: a job socket ``<name>.sock`` (one connection per job) and a health
@@ -38,7 +38,7 @@ async def _send(writer: asyncio.StreamWriter, obj: Frame) -> None:
 
 async def _recv(reader: asyncio.StreamReader) -> Frame:
     try:
-        frame = await read_frame(reader)
+        frame: Frame | None = await read_frame(reader)
     except ProtocolError as exc:
         raise ExecutorError(f"executor broke the protocol: {exc}") from None
     if frame is None:

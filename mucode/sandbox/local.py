@@ -4,7 +4,7 @@
 sh executor/jail.sh ...``: the executor becomes pid 1 of a new pid namespace, with no network
 interface but a down loopback, inside a minimal read-only root (the host's /usr, /bin, /lib* bound
 read-only, a private /proc, a tmpfs scratch dir per slot owned by that slot's uid); see
-``mucode/sandbox/executor/jail.sh``. Jobs reach it through a Unix socket in a private temp dir.
+``sandbox/jail.sh``. Jobs reach it through a Unix socket in a private temp dir.
 Every test runs in a fresh process under the slot's unprivileged uid with the executor's rlimits
 (see ``executor/runner.py``).
 
@@ -81,7 +81,7 @@ class LocalBackend(PooledBackend):
 
     Options: ``slots`` (concurrent runs, default 2), ``uid_base`` (slot i runs as uid_base+i,
     default 61000), ``scratch_mb`` (tmpfs per slot), ``python`` (interpreter under /usr used inside
-    the jail), ``executor_dir`` (default: the installed ``mucode/sandbox/executor``), ``nproc``/``fsize_mb``/
+    the jail), ``executor_dir`` (default: the installed ``sandbox``), ``nproc``/``fsize_mb``/
     ``output_limit_bytes``/``wall_factor``/``deadline_slack_s`` (executor limits; see the docker
     backend), ``cgroups``/``slot_memory_mb``
     (per-slot cgroups on cgroup-v1 hosts), ``start_timeout_s``,
@@ -129,7 +129,7 @@ class LocalBackend(PooledBackend):
             raise RuntimeError("the local sandbox backend needs `unshare` (apt-get install util-linux)")
         if not (self.executor_dir / "executor.py").is_file():
             raise RuntimeError(f"executor not found in {self.executor_dir}; reinstall mucode (the wheel ships it in "
-                               "mucode/sandbox/executor) or pass executor_dir=DIR")
+                               "sandbox) or pass executor_dir=DIR")
         real = os.path.realpath(self.python)
         if not real.startswith(("/usr/", "/bin/", "/lib")) or not os.access(real, os.X_OK):
             raise RuntimeError(f"python={self.python!r} must be an interpreter under /usr (it is the only "

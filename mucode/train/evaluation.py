@@ -62,7 +62,7 @@ def eval_options(cfg: MucodeConfig) -> dict[str, Any]:
 def eval_plan(cfg: MucodeConfig) -> list[tuple[Any, Any, list[str]]]:
     """``(benchmark kind, protocol, names)`` per kind of ``eval.benchmarks``; raises ValueError for an
     unknown benchmark or a protocol not stated for the run's context."""
-    from mucode.eval.dispatch import protocols_for
+    from mucode.eval.benchmarks import protocols_for
 
     options = eval_options(cfg)
     return protocols_for(cfg.eval.benchmarks, options["protocol"], options["context_tokens"], **options["sampling"])

@@ -18,28 +18,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from mucode.assets import resolve_model_path
 from mucode.train.precision import TORCH_DTYPES
 
-__all__ = ["resolve_model_path", "load_policy", "save_policy", "TORCH_DTYPES"]
-
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-
-
-def resolve_model_path(path: str) -> str:
-    if path == "tiny":
-        tiny = ASSETS / "tiny"
-        if not (tiny / "config.json").exists():
-            raise FileNotFoundError(
-                f"the embedded tiny policy is missing from {tiny}; build it with "
-                f"`python scripts/make_tiny_policy.py` or set model.path to a Hugging Face model"
-            )
-        return str(tiny)
-    return path
+__all__ = ["TORCH_DTYPES", "load_policy", "save_policy"]
 
 
 def load_policy(path: str, *, dtype: str, device: torch.device, trust_remote_code: bool = False,
                 gradient_checkpointing: bool = False) -> tuple[nn.Module, Any]:
-    """(model, tokenizer) of the policy at ``path`` (after :func:`resolve_model_path`)."""
+    """(model, tokenizer) of the policy at ``path`` (after :func:`mucode.assets.resolve_model_path`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     resolved = resolve_model_path(path)

@@ -5,7 +5,7 @@ directory as it found it (so the corrected command is not refused as "already ho
 
 - the run directory: a fresh run refuses one that already holds a run; ``--resume`` refuses one
   that holds none;
-- a resume refuses any change to a key that shapes the stage stores (``mucode.config.STORE_KEYS``:
+- a resume refuses any change to a key that shapes the stage stores (``mucode.train.plan.STORE_KEYS``:
   batch sizes, ``data.*``, seeds, sampling settings), naming every changed key;
 - the context: ``data.max_prompt_tokens + rollout.max_response_tokens`` must fit the model's
   positions (``max_position_embeddings`` of its ``config.json``; a Hub model not in the local cache
@@ -23,8 +23,9 @@ from typing import Any
 
 import yaml
 
-from mucode.config import ConfigError, MucodeConfig, store_key_changes
+from mucode.config import ConfigError, MucodeConfig
 from mucode.data.types import TaskRecord
+from mucode.train.plan import store_key_changes
 
 __all__ = ["PreflightError", "ResumeError", "check_run", "drop_long_prompts", "model_positions"]
 

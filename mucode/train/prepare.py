@@ -21,7 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from mucode.config import MucodeConfig, batch_plan
+from mucode.assets import resolve_model_path
+from mucode.config import MucodeConfig
 from mucode.data.types import TaskRecord
 from mucode.train.checkpoint import Checkpoint, TrainerState, restore_rng
 from mucode.train.distributed import (
@@ -35,7 +36,8 @@ from mucode.train.distributed import (
 from mucode.train.evaluation import Evaluator
 from mucode.train.optimize import Updater, make_optimizer
 from mucode.train.output import RunOutput, run_output
-from mucode.train.policy import load_policy, resolve_model_path
+from mucode.train.plan import batch_plan, run_path
+from mucode.train.policy import load_policy
 from mucode.train.precision import Precision
 from mucode.train.preflight import ResumeError, check_run, drop_long_prompts
 from mucode.train.rollout_runner import EngineFactory, StageRollout
@@ -126,7 +128,7 @@ def _seed_everything(seed: int) -> None:
 def prepare_run(cfg: MucodeConfig, info: DistInfo, *, resume: bool, records: list[TaskRecord] | None,
                 engine_factory: EngineFactory | None = None) -> TrainingRun:
     """Phase 0: checks, data, policy, resume; nothing is written before every check on the config passed."""
-    run_dir = cfg.run_path()
+    run_dir = run_path(cfg.train)
     check_run(cfg, run_dir, resume)
     output = run_output(cfg, run_dir, is_main=info.is_main)
     if cfg.train.cpu_threads is not None:
@@ -139,7 +141,7 @@ def prepare_run(cfg: MucodeConfig, info: DistInfo, *, resume: bool, records: lis
                                    gradient_checkpointing=cfg.model.gradient_checkpointing)
     records, dropped = drop_long_prompts(records, tokenizer, cfg.data.max_prompt_tokens)
     data_counts = {"data/prompts": len(records), "data/dropped_long_prompts": dropped}
-    output.write_plan(batch_plan(cfg), data_counts)
+    output.write_plan(batch_plan(cfg.batch), data_counts)
 
     latest = output.checkpoints.latest() if resume else None
     saved = output.checkpoints.load(latest) if latest is not None else None

@@ -211,9 +211,9 @@ class StageRollout:
     def _push_weights(self) -> None:
         """vLLM in memory mode: start the colocated engine once (from the base model), then give it the
         trainer's current weights (β_k) in memory, every stage."""
+        from mucode.assets import resolve_model_path
         from mucode.rollout.vllm_colocated import ColocatedVLLM
         from mucode.train.distributed import iter_full_tensors
-        from mucode.train.policy import resolve_model_path
 
         r = self.cfg.rollout
         if self._colocated is None:

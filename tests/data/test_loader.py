@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from mucode.eval.data import MATH_DATA_DIR as SHARED_MATH  # the copies shipped with mucode
 
-from mucode.assets import MATH_DATA_DIR as SHARED_MATH  # the copies shipped with mucode
 from mucode.data import CODE_INSTRUCTION, MATH_INSTRUCTION, load_task_set, load_tasks
 from mucode.data.files import select_split_files
 

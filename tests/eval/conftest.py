@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mucode.eval.data import MATH_DATA_DIR as MATH_DATA  # the copies shipped with mucode
 
-from mucode.assets import MATH_DATA_DIR as MATH_DATA  # the copies shipped with mucode
 from mucode.eval.judge import VerifierOptions, verifier_base_urls
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
+from mucode.cli.eval import resolve_protocol
 from mucode.config import load_config
-from mucode.eval.benchmarks import BENCHMARKS, benchmark_of, get_protocol
-from mucode.eval.commands import resolve_protocol
-from mucode.eval.dispatch import evaluate_benchmarks, protocols_for
+from mucode.eval.benchmarks import BENCHMARKS, benchmark_of, evaluate_benchmarks, get_protocol, protocols_for
 from mucode.train.evaluation import eval_plan
 
 
@@ -59,8 +58,8 @@ from typing import Annotated
 import typer
 
 from mucode.eval.benchmarks import Benchmark
-from mucode.eval.cli_options import option
-from mucode.eval.cli_runs import CliJob
+from mucode.cli.eval_options import option
+from mucode.cli.eval_jobs import CliJob
 from mucode.eval.protocols import Protocol, Sampling
 
 PROTOCOLS = (Protocol("plain", "wordcount", "a test plug-in", Sampling(0.5, 0.9, 16), {"*": 3}, "plain"),)

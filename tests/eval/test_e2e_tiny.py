@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from mucode.eval.core import EngineSource
-from mucode.eval.evalplus_bench import evaluate_evalplus
+from mucode.eval.evalplus.evaluate import evaluate_evalplus
 from mucode.eval.judge import VerifierOptions
-from mucode.eval.livecodebench import evaluate_livecodebench
+from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

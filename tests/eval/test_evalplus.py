@@ -2,7 +2,7 @@
 
 Every verdict is compared with evalplus's own in-process runner (`untrusted_check`) on the same
 code, inputs and ground truth, except HumanEval/32 where evalplus 0.3.1's runner fails every
-solution (see `mucode.eval.evalplus_driver`).
+solution (see `mucode.eval.evalplus.driver`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mucode.eval.core import SamplesSource
-from mucode.eval.evalplus_bench import EvalPlusTask, evaluate_evalplus, load_evalplus
+from mucode.eval.evalplus.evaluate import EvalPlusTask, evaluate_evalplus, load_evalplus
 from mucode.eval.judge import VerifierOptions
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "evalplus"

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from mucode.eval.judge import Part, VerifierOptions, judge_parts
-from mucode.eval.lcb_data import LCBProblem, LCBTest
-from mucode.eval.livecodebench import lcb_item
+from mucode.eval.livecodebench.data import LCBProblem, LCBTest
+from mucode.eval.livecodebench.evaluate import lcb_item
 from mucode.eval.store import INFRA_STATUSES, RunStore
 
 REFERENCE = Path(__file__).resolve().parent / "lcb_reference.py"

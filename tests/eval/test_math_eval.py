@@ -1,4 +1,4 @@
-"""Math evaluation on the benchmark copies shipped in mucode/assets/math, through a real (loopback) verifier.
+"""Math evaluation on the benchmark copies shipped in eval/math, through a real (loopback) verifier.
 
 Each benchmark's responses are verified once (module fixture); the other tests reuse those verdicts
 through the run cache, which is keyed by the exact item, so they also show that a rerun does not

@@ -76,7 +76,7 @@ def test_stop_strings_cut_the_response_before_the_first_one() -> None:
 
 
 def test_command_line_overrides_replace_single_fields() -> None:
-    from mucode.eval.commands import resolve_protocol
+    from mucode.cli.eval import resolve_protocol
 
     chosen = resolve_protocol("livecodebench", None, None, temperature=0.5, top_p=None, stop=())
     assert chosen.sampling.temperature == 0.5 and chosen.sampling.top_p == 0.7 and chosen.sampling.stop == ()

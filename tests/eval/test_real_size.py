@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from mucode.eval.core import SamplesSource
-from mucode.eval.evalplus_bench import EvalPlusTask, evaluate_evalplus, load_evalplus, task_time_limits
+from mucode.eval.evalplus.evaluate import EvalPlusTask, evaluate_evalplus, load_evalplus, task_time_limits
 from mucode.eval.judge import VerifierOptions
-from mucode.eval.livecodebench import evaluate_livecodebench
+from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
 from mucode.eval.math_bench import evaluate_math, load_math_problems
 from mucode.rewards.code import MAX_TIME_LIMIT_S
 

@@ -76,7 +76,7 @@ def test_livecodebench_generation_output_in_and_eval_files_out(
 def test_evalplus_sample_folder_in_and_eval_results_out(
     tmp_path: Path, code_verifier: VerifierOptions
 ) -> None:
-    from mucode.eval.evalplus_bench import evalplus_hash
+    from mucode.eval.evalplus.evaluate import evalplus_hash
 
     humaneval = FIXTURES / "evalplus" / "HumanEvalPlus.jsonl"
     folder = tmp_path / "samples"
@@ -107,7 +107,7 @@ def test_evalplus_sample_folder_in_and_eval_results_out(
     # the failing inputs are evalplus's own (its fast check: the input its details stop at)
     from evalplus.eval import untrusted_check
 
-    from mucode.eval.evalplus_bench import load_evalplus
+    from mucode.eval.evalplus.evaluate import load_evalplus
 
     problems, truth = load_evalplus("humaneval", override_path=humaneval)
     for tid, samples in rows.items():

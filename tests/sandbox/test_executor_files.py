@@ -8,8 +8,9 @@ import json
 import subprocess
 from pathlib import Path
 
-import mucode
 from mucode.sandbox.executor import EXECUTOR_DIR
+
+import mucode
 from mucode.sandbox.local import LocalBackend
 
 PROBE = """
@@ -35,8 +36,11 @@ def test_executor_modules_import_only_the_standard_library_and_each_other() -> N
     assert not outside, f"executor files import non-stdlib modules: {outside}"
 
 
-def test_the_executor_lives_in_the_package_and_the_backends_use_it() -> None:
-    assert Path(mucode.__file__).resolve().parent / "sandbox" / "executor" == EXECUTOR_DIR
+def test_the_executor_is_the_package_s_and_the_backends_use_it() -> None:
+    # From a source checkout mucode.sandbox.executor is the top-level sandbox/ folder (setuptools'
+    # package-dir mapping); tests/test_wheel_install.py checks where an installed wheel puts it.
+    in_checkout = Path(mucode.__file__).resolve().parent.parent / "sandbox"
+    assert EXECUTOR_DIR in (in_checkout, Path(mucode.__file__).resolve().parent / "sandbox" / "executor")
     assert LocalBackend().executor_dir == EXECUTOR_DIR
     for name in ("executor.py", "protocol.py", "jail.sh", "Dockerfile"):
         assert (EXECUTOR_DIR / name).is_file(), name

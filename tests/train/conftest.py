@@ -1,7 +1,7 @@
 """Fixtures of the trainer tests: a small random policy, reward plug-ins, data files, run helpers.
 
 The policy is a 2-layer Qwen2 with a BPE tokenizer trained on the toy prompts (built once per
-session with mucode.assets.tiny_build, no warm-up): its responses are random,
+session with mucode.train.tiny_build, no warm-up): its responses are random,
 so the tests use reward *plug-ins* registered through the real ``mucode.rewards`` entry-point
 group (a dist-info directory on the path) to get mixed rewards, and a plug-in that raises for
 some items to exercise infrastructure failures.
@@ -71,8 +71,8 @@ def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random 2-layer policy with the toy tokenizer and chat template, saved in HF format."""
     import torch
 
-    from mucode.assets.tiny_build import build_model, build_tokenizer
     from mucode.data.toy import toy_tasks
+    from mucode.train.tiny_build import build_model, build_tokenizer
 
     corpus = [m["content"] for task in ("math", "code") for r in toy_tasks(task) for m in r.messages]
     tokenizer = build_tokenizer(corpus, 400)

@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from mucode.eval.data import MATH_DATA_DIR
 from train_helpers import run_overrides, write_tasks
-
-from mucode.assets import MATH_DATA_DIR
 
 
 @pytest.mark.slow

@@ -70,7 +70,8 @@ def test_not_a_checkpoint_is_one_line_with_the_fix(tmp_path: Path) -> None:
 def test_eval_takes_a_checkpoint_directory_as_its_model(run_dir: Path, tmp_path: Path) -> None:
     import json
 
-    from mucode.assets import MATH_DATA_DIR
+    from mucode.eval.data import MATH_DATA_DIR
+
     from mucode.verifier.local import local_verifier
 
     checkpoint = run_dir / "checkpoints" / "update-00000001"

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from mucode.eval.data import MATH_DATA_DIR as MATH_DATA
 from train_helpers import run_overrides, write_tasks
 
-from mucode.assets import MATH_DATA_DIR as MATH_DATA
 from mucode.config import ConfigError, load_config
 from mucode.train.loop import run_training
 

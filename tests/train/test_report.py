@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
+from mucode.eval.data import MATH_DATA_DIR
 from train_helpers import run_overrides, write_tasks
 from typer.testing import CliRunner
 
-from mucode.assets import MATH_DATA_DIR
 from mucode.cli import get_app
 from mucode.config import load_config
 from mucode.train.loop import run_training

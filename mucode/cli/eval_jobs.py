@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from mucode.eval.cli_support import report_meta, say
+from mucode.cli.errors import report_meta, say
 from mucode.eval.protocols import Protocol
 
 __all__ = ["CliJob", "prepare_evalplus", "prepare_livecodebench", "prepare_math", "run_job"]
@@ -72,9 +72,9 @@ def prepare_livecodebench(common: Any, protocol: Protocol, *, limit: int | None,
                           prompt_style: str | None = None, upstream_dir: Path | None = None) -> CliJob:  # fmt: skip
     from mucode.eval.core import SamplesSource
     from mucode.eval.generate import read_samples_file
-    from mucode.eval.lcb_data import LCB_HUB_ID, release_files
-    from mucode.eval.lcb_prompts import prompt_style_name
-    from mucode.eval.livecodebench import evaluate_livecodebench
+    from mucode.eval.livecodebench.data import LCB_HUB_ID, release_files
+    from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
+    from mucode.eval.livecodebench.prompts import prompt_style_name
     from mucode.eval.upstream import is_lcb_generations, read_lcb_generations, write_lcb_eval
 
     if stop is not None:
@@ -140,7 +140,7 @@ def prepare_math(common: Any, protocol: Protocol, *, limit: int | None, n: int |
 def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: int | None,
                      datasets: str = "", humaneval_file: Path | None = None, mbpp_file: Path | None = None,
                      prompt_style: str | None = None, upstream_dir: Path | None = None) -> CliJob:  # fmt: skip
-    from mucode.eval.evalplus_bench import (
+    from mucode.eval.evalplus.evaluate import (
         EVALPLUS_DATASETS,
         evalplus_hash,
         evaluate_evalplus,

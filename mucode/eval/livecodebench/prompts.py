@@ -22,9 +22,9 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from pathlib import Path
 
-from mucode.eval.lcb_data import LCBProblem
+from mucode.eval.data import LIVECODEBENCH_DATA_DIR
+from mucode.eval.livecodebench.data import LCBProblem
 
 __all__ = [
     "FORMATTING_MESSAGE_WITH_STARTER_CODE",
@@ -96,7 +96,7 @@ def _codeqwen(problem: LCBProblem) -> Prompt:
 
 @functools.cache
 def _few_shot() -> dict[str, dict[str, str]]:
-    path = Path(__file__).resolve().parents[1] / "assets" / "livecodebench" / "few_shot_generation.json"
+    path = LIVECODEBENCH_DATA_DIR / "few_shot_generation.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
 

@@ -8,7 +8,7 @@ through the verifier:
   `List[int]` resolve as they do there;
 - the sandbox program re-creates how LiveCodeBench's `run_test` runs the code (wrapped in a
   function for stdin problems, `SystemExit` as a normal end, patched stdin, int-to-str limit 50,000,
-  a 6 s wall-clock alarm per test; `mucode.eval.lcb_driver`);
+  a 6 s wall-clock alarm per test; `mucode.eval.livecodebench.driver`);
 - stdin problems compare stdout with LiveCodeBench's rule (stripped lines, equal line counts, a
   line equal as text or as a sequence of decimals); functional problems call `func_name` (a
   method of `Solution` when the code contains `class Solution`) with each input line as a JSON
@@ -41,9 +41,10 @@ from mucode.eval.core import (
 )
 from mucode.eval.extract import last_fenced_block
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
-from mucode.eval.lcb_data import LCBProblem, load_livecodebench
-from mucode.eval.lcb_driver import CALL_ENTRY, call_driver, stdio_driver
-from mucode.eval.lcb_prompts import build_prompt, prompt_style_name
+from mucode.eval.livecodebench.data import LCBProblem, load_livecodebench
+from mucode.eval.livecodebench.driver import CALL_ENTRY, call_driver, stdio_driver
+from mucode.eval.livecodebench.prompts import build_prompt, prompt_style_name
+from mucode.eval.protocols import LIVECODEBENCH_PROTOCOLS, Protocol
 
 __all__ = ["LCB_IMPORT_HEADER", "LiveCodeBenchTask", "evaluate_livecodebench", "lcb_item"]
 
@@ -86,7 +87,7 @@ def lcb_item(
     tests: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The verifier item that judges `code` on every test of `problem` as LiveCodeBench's grader does
-    (`mucode.eval.lcb_driver`); `tests`: the problem's shared `lcb_tests`."""
+    (`mucode.eval.livecodebench.driver`); `tests`: the problem's shared `lcb_tests`."""
     if problem.is_functional:
         program = call_driver(code, LCB_IMPORT_HEADER, problem.func_name or "", time_limit_s)
     else:
@@ -182,11 +183,9 @@ def evaluate_livecodebench(
     `source`: an `EngineSource`, a rollout engine (then pass `tokenizer`), or a `SamplesSource`
     (question_id → responses). Problems come from `problems`, else from the release files in
     `data_dir`, else from the Hub. `samples_per_problem` and `prompt_style` None: the LiveCodeBench
-    default protocol's (`mucode.eval.benchmarks`).
+    default protocol's (`mucode.eval.protocols.LIVECODEBENCH_PROTOCOLS`).
     """
-    from mucode.eval.benchmarks import get_protocol
-
-    default = get_protocol("livecodebench")
+    default = LIVECODEBENCH_PROTOCOLS[0]
     chosen = (
         list(problems)
         if problems is not None
@@ -216,3 +215,18 @@ def evaluate_livecodebench(
             progress=progress,
             collect=collect,
         )
+
+
+def evaluate_livecodebench_names(names: list[str], source: EngineSource, data_dir: Path | None,
+                                 protocol: Protocol, n: int | None, **kw: Any) -> dict[str, Any]:
+    """The benchmark registry's evaluator of LiveCodeBench names (`livecodebench[_<release>]`)."""
+    local = None
+    if data_dir is not None:
+        local = next((d for d in (data_dir / "livecodebench", data_dir) if (d / "test.jsonl").is_file()), None)
+    report: dict[str, Any] = {}
+    for name in names:
+        release = name.removeprefix("livecodebench").removeprefix("_") or protocol.release or "release_latest"
+        entries = evaluate_livecodebench(source, release=release, data_dir=local, prompt_style=protocol.prompt,
+                                         samples_per_problem=n or protocol.samples_for(name), **kw)  # fmt: skip
+        report[name] = next(iter(entries.values()))
+    return report

@@ -40,7 +40,7 @@ def train(
     plot: Annotated[bool, typer.Option("--plot/--no-plot", help="Write the PNG plots at the end.")] = True,
 ) -> None:
     """Run staged μ-GRPO: generate → verify → store → optimize (μ updates) → checkpoint → hand over, per stage."""
-    from mucode.cli import resolve_config
+    from mucode.cli.options import resolve_config
     from mucode.train.loop import ResumeError, run_training
 
     cfg = resolve_config(config, _overrides(task, run_dir, overrides))

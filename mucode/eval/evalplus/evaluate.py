@@ -46,8 +46,9 @@ from mucode.eval.core import (
     outcomes_for_part,
     run_task,
 )
-from mucode.eval.evalplus_driver import PASS_MARKER, build_driver, build_payload
+from mucode.eval.evalplus.driver import PASS_MARKER, build_driver, build_payload
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
+from mucode.eval.protocols import EVALPLUS_PROTOCOLS, Protocol
 from mucode.eval.report import summarize
 from mucode.rewards.code import MAX_TIME_LIMIT_S
 
@@ -309,12 +310,10 @@ def evaluate_evalplus(
     """Report entries `humaneval`, `humaneval+`, `mbpp`, `mbpp+` (those of the chosen data sets).
 
     `samples_per_problem` and `prompt_style` None: the evalplus default protocol's
-    (`mucode.eval.benchmarks`). `collect` receives each data set's task, responses and verdicts (for
+    (`mucode.eval.protocols.EVALPLUS_PROTOCOLS`). `collect` receives each data set's task, responses and verdicts (for
     `write_evalplus_results`).
     """
-    from mucode.eval.benchmarks import get_protocol
-
-    default = get_protocol("evalplus")
+    default = EVALPLUS_PROTOCOLS[0]
     samples_per_problem = samples_per_problem or default.samples_for(datasets[0] if datasets else "*")
     prompt_style = prompt_style or default.prompt
     report: dict[str, dict[str, Any]] = {}
@@ -388,3 +387,15 @@ def _evaluate_one(
         progress=progress,
         collect=collect,
     )
+
+
+def evaluate_evalplus_names(names: list[str], source: EngineSource, data_dir: Path | None, protocol: Protocol,
+                            n: int | None, **kw: Any) -> dict[str, Any]:
+    """The benchmark registry's evaluator of evalplus names (`humaneval`, `mbpp`)."""
+    files = {"humaneval": "HumanEvalPlus.jsonl", "mbpp": "MbppPlus.jsonl"}
+    overrides = {d: data_dir / f for d, f in files.items() if data_dir is not None and (data_dir / f).is_file()}
+    counts = {n or protocol.samples_for(name) for name in names}
+    if len(counts) != 1:
+        raise ValueError(f"evalplus data sets {names} need one sample count; pass samples_per_problem")
+    return evaluate_evalplus(source, tuple(names), override_paths=overrides, samples_per_problem=counts.pop(),
+                             prompt_style=protocol.prompt, **kw)  # fmt: skip

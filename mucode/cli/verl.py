@@ -34,7 +34,7 @@ def verl_config(
     Without --output it prints the algorithm's command-line overrides (or, with --yaml, the whole
     config file) to add to your own verl command."""
     from mucode.assets import resolve_model_path
-    from mucode.cli import resolve_config
+    from mucode.cli.options import resolve_config
     from mucode.integrations.verl import config as vc
 
     cfg = resolve_config(config, ([f"data.task={task}"] if task else []) + list(overrides or []))

@@ -1,9 +1,10 @@
 """`mucode eval <benchmark>`: one command per registered benchmark kind, all with one body.
 
 The commands come from the benchmark registry (`mucode.eval.benchmarks`: `livecodebench`, `math`,
-`evalplus`, and plug-ins): each has the shared options (`mucode.eval.cli_options`) plus its kind's
+`evalplus`, and plug-ins): each has the shared options (`mucode.cli.eval_options`) plus its kind's
 own, and runs the same body: check, resolve the protocol, let the kind plan a job
-(`mucode.eval.cli_runs`), run it. Settings come from a named protocol (`--protocol`; default: the
+(`mucode.cli.eval_jobs`), run it. The built-in kinds' options and planners are listed here
+(`BUILTIN_COMMANDS`); a plug-in kind brings its own on its `Benchmark`. Settings come from a named protocol (`--protocol`; default: the
 kind's default protocol in the registry, the same one training-time evaluation uses);
 `--temperature`, `--top-p`, `--max-tokens`, `-n`, `--prompt-style`, `--release` override single
 fields. Responses come from a rollout engine (`--engine hf|vllm --model PATH`) or from a samples file
@@ -14,7 +15,7 @@ table goes to stdout, progress to stderr, the JSON report (with a `meta` entry: 
 prompt, protocol, data revision, mucode version, date) to `--output`, the table to `--markdown`,
 upstream-format files to `--upstream-dir`. The in-process verifier's sandbox backend defaults to
 `docker` for every command. Mistakes are one line on stderr with exit code 2
-(`mucode.eval.cli_support`).
+(`mucode.cli.errors`).
 """
 
 from __future__ import annotations
@@ -22,16 +23,38 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from mucode.cli import OneLineUsageErrors
-from mucode.eval.cli_support import check_partial, fail, run_guarded, say
+from mucode.assets import resolve_model_path
+from mucode.cli.errors import check_partial, fail, run_guarded, say
+from mucode.cli.eval_jobs import prepare_evalplus, prepare_livecodebench, prepare_math, run_job
+from mucode.cli.eval_options import (
+    evalplus_options,
+    livecodebench_options,
+    math_options,
+    shared_head,
+    shared_tail,
+)
+from mucode.cli.options import OneLineUsageErrors
+from mucode.eval.benchmarks import BENCHMARKS, Benchmark, get_protocol
+from mucode.eval.judge import VerifierOptions
+from mucode.eval.report import format_table, write_report
+from mucode.train.export import CheckpointError, as_model_path
 
-__all__ = ["Common", "benchmark_command", "register", "resolve_protocol"]
+__all__ = ["BUILTIN_COMMANDS", "Common", "benchmark_command", "register", "resolve_protocol"]
+
+CommandParts = tuple[Callable[[], Sequence[inspect.Parameter]], Callable[..., Any]]
+
+BUILTIN_COMMANDS: dict[str, CommandParts] = {
+    "math": (math_options, prepare_math),
+    "livecodebench": (livecodebench_options, prepare_livecodebench),
+    "evalplus": (evalplus_options, prepare_evalplus),
+}
+"""The built-in kinds' own options and planners (`(common, protocol, *, limit, n, **options) -> CliJob`)."""
 
 
 @dataclasses.dataclass
@@ -62,9 +85,7 @@ class Common:
         if self.samples is not None and not self.samples.exists():
             fail(f"{self.samples}: no such samples file — check the path given to --samples")
 
-    def verifier(self) -> Any:
-        from mucode.eval.judge import VerifierOptions
-
+    def verifier(self) -> VerifierOptions:
         return VerifierOptions(urls=list(self.verifier_url or []), backend=self.backend, token=self.token)
 
     def cache_dir(self) -> Path | None:
@@ -80,18 +101,10 @@ class Common:
         from mucode.rollout import make_engine
 
         assert self.model is not None
-        path = self.model
-        if path == "tiny":
-            from mucode.assets import tiny_policy_path
-
-            path = str(tiny_policy_path())
-        else:  # a training checkpoint or run directory is exported once to <checkpoint>/hf (CLI glue only)
-            from mucode.train.export import CheckpointError, as_model_path
-
-            try:
-                path = as_model_path(path)
-            except CheckpointError as err:
-                fail(str(err))
+        try:  # `tiny`, a model directory or Hub id, or a checkpoint / run directory (exported once to CKPT/hf)
+            path = as_model_path(resolve_model_path(self.model))
+        except CheckpointError as err:
+            fail(str(err))
         s = protocol.sampling
         extra: dict[str, Any] = {}
         if self.engine == "vllm" and protocol.context_tokens:
@@ -116,8 +129,6 @@ class Common:
         )
 
     def finish(self, report: dict[str, Any], title: str) -> None:
-        from mucode.eval.report import format_table, write_report
-
         table = format_table(report, title=title)
         typer.echo(table)
         if self.output is not None:
@@ -135,8 +146,6 @@ class Common:
 
 def resolve_protocol(kind: str, name: str | None, context: int | None, **overrides: Any) -> Any:
     """The kind's protocol with the command line's overrides applied (None: keep the protocol's value)."""
-    from mucode.eval.benchmarks import get_protocol
-
     protocol = get_protocol(kind, name, context_tokens=context)
     sampling = dataclasses.replace(protocol.sampling, **{k: v for k, v in overrides.items() if v is not None})
     return dataclasses.replace(protocol, sampling=sampling)
@@ -145,12 +154,19 @@ def resolve_protocol(kind: str, name: str | None, context: int | None, **overrid
 _COMMON_FIELDS = tuple(f.name for f in dataclasses.fields(Common))
 
 
-def benchmark_command(bench: Any) -> Callable[..., None]:
-    """The `mucode eval NAME` command of a registered benchmark: shared options + the kind's own, one body."""
-    from mucode.eval.cli_options import shared_head, shared_tail
+def command_parts(bench: Benchmark) -> CommandParts | None:
+    """A kind's own options and planner: the built-in table's, else the plug-in's; None: no command."""
+    if bench.name in BUILTIN_COMMANDS:
+        return BUILTIN_COMMANDS[bench.name]
+    if bench.cli_options is not None and bench.cli_prepare is not None:
+        return bench.cli_options, bench.cli_prepare
+    return None
 
-    assert bench.cli_options is not None and bench.cli_prepare is not None
-    parameters = [*shared_head(bench.context_option), *bench.cli_options(), *shared_tail()]
+
+def benchmark_command(bench: Benchmark, parts: CommandParts) -> Callable[..., None]:
+    """The `mucode eval NAME` command of a registered benchmark: shared options + the kind's own, one body."""
+    own_options, prepare = parts
+    parameters = [*shared_head(bench.context_option), *own_options(), *shared_tail()]
 
     def command(**options: Any) -> None:
         common = Common(**{name: options.pop(name) for name in _COMMON_FIELDS})
@@ -160,11 +176,9 @@ def benchmark_command(bench: Any) -> Callable[..., None]:
         limit, n = options.pop("limit"), options.pop("samples_per_problem")
 
         def body() -> None:
-            from mucode.eval.cli_runs import run_job
-
             common.check()
             chosen = resolve_protocol(bench.name, protocol, context, **sampling)
-            run_job(bench.cli_prepare(common, chosen, limit=limit, n=n, **options), common)
+            run_job(prepare(common, chosen, limit=limit, n=n, **options), common)
 
         run_guarded(body)
 
@@ -177,14 +191,13 @@ def benchmark_command(bench: Any) -> Callable[..., None]:
 
 def register(app: typer.Typer) -> None:
     """Add the `eval` sub-app, one command per registered benchmark kind, to the mucode CLI."""
-    from mucode.eval.benchmarks import BENCHMARKS
-
     eval_app = typer.Typer(
         help="Evaluate a model or a samples file: " + ", ".join(BENCHMARKS.names()) + ".",
         no_args_is_help=True,
         cls=OneLineUsageErrors,
     )
     for name, bench in BENCHMARKS.items():
-        if bench.cli_prepare is not None:
-            eval_app.command(name)(benchmark_command(bench))
+        parts = command_parts(bench)
+        if parts is not None:
+            eval_app.command(name)(benchmark_command(bench, parts))
     app.add_typer(eval_app, name="eval")

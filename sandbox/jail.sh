@@ -1,7 +1,7 @@
 #!/bin/sh
 # The local backend's jail: run as root inside fresh namespaces, e.g.
 #   env -i unshare --net --pid --mount --ipc --uts --fork --kill-child \
-#       sh mucode/sandbox/executor/jail.sh WORKDIR SLOTS UID_BASE SCRATCH_MB PYTHON CGROUP [executor args...]
+#       sh sandbox/jail.sh WORKDIR SLOTS UID_BASE SCRATCH_MB PYTHON CGROUP [executor args...]
 # Builds a minimal root on a tmpfs (read-only binds of /usr, /bin, /lib*, the executor dir;
 # /dev with null/zero/random/urandom; a fresh /proc of the new pid namespace; one tmpfs scratch dir
 # per slot owned by the slot's uid), pivots into it, remounts it read-only and execs the executor
