@@ -32,6 +32,7 @@ from mucode.config_algo import (
 )
 from mucode.config_algo import nest_params as _nest_params
 from mucode.configs import CONFIG_DIR as PRESETS_DIR
+from mucode.data.schemas import SCHEMAS
 
 __all__ = [
     "AlgoConfig",
@@ -106,7 +107,6 @@ class DataConfig(_Section):
     @field_validator("format")
     @classmethod
     def _registered(cls, name: str) -> str:
-        from mucode.data.schemas import SCHEMAS
 
         if name != "auto" and name not in SCHEMAS:
             raise SCHEMAS.unknown(name, [*SCHEMAS.names(), "auto"])
@@ -140,7 +140,7 @@ class RolloutConfig(_Section):
     @field_validator("engine")
     @classmethod
     def _registered(cls, name: str) -> str:
-        from mucode.rollout.factory import ENGINES
+        from mucode.rollout.factory import ENGINES  # lazy: torch
 
         return ENGINES.validate(name)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import typing
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
 from typing import Any
@@ -74,7 +75,7 @@ class AlgoConfig(BaseModel):
     @field_validator("objective")
     @classmethod
     def _registered(cls, name: str) -> str:
-        from mucode.algo.catalog import OBJECTIVES
+        from mucode.algo.catalog import OBJECTIVES  # lazy: torch
 
         return OBJECTIVES.validate(name)
 
@@ -92,7 +93,7 @@ class AlgoConfig(BaseModel):
 
     @model_validator(mode="after")
     def _params_match(self) -> AlgoConfig:
-        from mucode.algo.catalog import get_objective
+        from mucode.algo.catalog import get_objective  # lazy: torch
 
         expected = get_objective(self.objective).params_type
         if type(self.params) is not expected:  # e.g. `cfg.algo.objective = ...` assigned alone
@@ -106,7 +107,7 @@ def objective_params(name: str, values: Any) -> Any:
 
     A key the objective does not have raises ValueError naming the valid ones; values are checked
     against the params type's annotations and its own range checks."""
-    from mucode.algo.catalog import get_objective
+    from mucode.algo.catalog import get_objective  # lazy: torch
 
     objective = get_objective(name)
     if isinstance(values, objective.params_type):
@@ -152,9 +153,8 @@ def nest_params(algo: dict[str, Any]) -> dict[str, Any]:
 
 def objective_param_keys() -> list[tuple[str, str, Any, Any, str]]:
     """(objective, key, default, annotation, meaning) of every registered objective's parameters."""
-    import typing
 
-    from mucode.algo.catalog import OBJECTIVES
+    from mucode.algo.catalog import OBJECTIVES  # lazy: torch
 
     rows = []
     for name, objective in OBJECTIVES.items():

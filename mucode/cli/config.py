@@ -91,7 +91,7 @@ def version_of(dist: str) -> str:
 
 def _docker_version() -> str:
     """Through the Docker SDK, as the docker sandbox backend reaches the engine (no CLI needed)."""
-    from mucode.sandbox.docker_engine import DockerError, Engine
+    from mucode.sandbox.docker_engine import DockerError, Engine  # lazy: docker
 
     engine = Engine(timeout_s=10)
     try:
@@ -104,7 +104,7 @@ def _docker_version() -> str:
 
 def _accelerators() -> str:
     try:
-        import torch
+        import torch  # lazy: torch
     except ImportError:
         return "unknown (torch not installed)"
     if torch.cuda.is_available():

@@ -21,6 +21,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import yaml
+
+from mucode.data.files import HubError
+from mucode.eval.store import StoreMismatch
+from mucode.verifier.client import VerifierRequestError
 
 __all__ = ["fail", "partial_problems", "report_meta", "user_errors", "warnings_to_stderr"]
 
@@ -36,16 +41,12 @@ def fail(message: str) -> NoReturn:
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
-    from mucode.data.files import HubError
-    from mucode.eval.store import StoreMismatch
 
     types: list[type[BaseException]] = [ValueError, OSError, HubError, StoreMismatch, typer.BadParameter]
     with contextlib.suppress(ImportError):
-        from mucode.verifier.client import VerifierRequestError
 
         types.append(VerifierRequestError)
     with contextlib.suppress(ImportError):
-        import yaml
 
         types.append(yaml.YAMLError)
     return tuple(types)

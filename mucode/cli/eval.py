@@ -41,6 +41,7 @@ from mucode.cli.eval_options import (
 )
 from mucode.cli.options import OneLineUsageErrors
 from mucode.eval.benchmarks import BENCHMARKS, Benchmark, get_protocol
+from mucode.eval.core import EngineSource
 from mucode.eval.judge import VerifierOptions
 from mucode.eval.report import format_table, write_report
 from mucode.train.export import CheckpointError, as_model_path
@@ -97,8 +98,7 @@ class Common:
 
     def engine_source(self, protocol: Any) -> Any:
         """An `EngineSource` sampling with the protocol's settings (its stop strings included)."""
-        from mucode.eval.core import EngineSource
-        from mucode.rollout import make_engine
+        from mucode.rollout import make_engine  # lazy: torch
 
         assert self.model is not None
         try:  # `tiny`, a model directory or Hub id, or a checkpoint / run directory (exported once to CKPT/hf)
@@ -121,7 +121,7 @@ class Common:
         built = make_engine(self.engine, path, **settings, **extra)
         tokenizer = getattr(built, "tokenizer", None)
         if tokenizer is None:
-            from transformers import AutoTokenizer
+            from transformers import AutoTokenizer  # lazy: transformers
 
             tokenizer = AutoTokenizer.from_pretrained(path)
         return EngineSource(

@@ -16,7 +16,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mucode.cli.errors import report_meta, say
-from mucode.eval.protocols import Protocol
+from mucode.eval.core import SamplesSource
+from mucode.eval.evalplus.evaluate import (
+    EVALPLUS_DATASETS,
+    evalplus_hash,
+    evaluate_evalplus,
+    read_evalplus_samples,
+)
+from mucode.eval.generate import read_samples_file
+from mucode.eval.livecodebench.data import LCB_HUB_ID, release_files
+from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
+from mucode.eval.livecodebench.prompts import prompt_style_name
+from mucode.eval.math_bench import MATH_BENCHMARKS, evaluate_math, instruction_template, math_data_source
+from mucode.eval.protocols import Protocol, math_template
+from mucode.eval.upstream import (
+    is_lcb_generations,
+    read_lcb_generations,
+    write_evalplus_results,
+    write_lcb_eval,
+)
 
 __all__ = ["CliJob", "prepare_evalplus", "prepare_livecodebench", "prepare_math", "run_job"]
 
@@ -70,12 +88,6 @@ def prepare_livecodebench(common: Any, protocol: Protocol, *, limit: int | None,
                           release: str | None = None, start_date: str | None = None, end_date: str | None = None,
                           data_dir: Path | None = None, revision: str | None = None, stop: list[str] | None = None,
                           prompt_style: str | None = None, upstream_dir: Path | None = None) -> CliJob:  # fmt: skip
-    from mucode.eval.core import SamplesSource
-    from mucode.eval.generate import read_samples_file
-    from mucode.eval.livecodebench.data import LCB_HUB_ID, release_files
-    from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
-    from mucode.eval.livecodebench.prompts import prompt_style_name
-    from mucode.eval.upstream import is_lcb_generations, read_lcb_generations, write_lcb_eval
 
     if stop is not None:
         protocol = dataclasses.replace(
@@ -108,9 +120,6 @@ def prepare_livecodebench(common: Any, protocol: Protocol, *, limit: int | None,
 def prepare_math(common: Any, protocol: Protocol, *, limit: int | None, n: int | None,
                  benchmarks: str = "", benchmark: str | None = None, data_dir: Path | None = None,
                  template: str | None = None, instruction: str | None = None) -> CliJob:  # fmt: skip
-    from mucode.eval.generate import read_samples_file
-    from mucode.eval.math_bench import MATH_BENCHMARKS, evaluate_math, instruction_template, math_data_source
-    from mucode.eval.protocols import math_template
 
     names = [b.strip() for b in benchmarks.split(",") if b.strip()]
     unknown = [b for b in [*names, *([benchmark] if benchmark else [])] if b not in MATH_BENCHMARKS]
@@ -140,13 +149,6 @@ def prepare_math(common: Any, protocol: Protocol, *, limit: int | None, n: int |
 def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: int | None,
                      datasets: str = "", humaneval_file: Path | None = None, mbpp_file: Path | None = None,
                      prompt_style: str | None = None, upstream_dir: Path | None = None) -> CliJob:  # fmt: skip
-    from mucode.eval.evalplus.evaluate import (
-        EVALPLUS_DATASETS,
-        evalplus_hash,
-        evaluate_evalplus,
-        read_evalplus_samples,
-    )
-    from mucode.eval.upstream import write_evalplus_results
 
     names = tuple(d.strip() for d in datasets.split(",") if d.strip())
     if not names:

@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
+
+from mucode.rewards.types import Item
+from mucode.verifier.core import Verifier
+from mucode.verifier.settings import VerifierSettings
+from mucode.verifier.text import text_problems
 
 __all__ = ["register"]
 
@@ -23,11 +29,9 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Run the verifier service (settings: MUCODE_* environment variables, see docs/verifier.md)."""
-    import uvicorn
-    from pydantic import ValidationError
+    import uvicorn  # lazy: uvicorn
 
-    from mucode.verifier.app import create_app
-    from mucode.verifier.settings import VerifierSettings
+    from mucode.verifier.app import create_app  # lazy: fastapi
 
     overrides: dict[str, Any] = {"backend": backend}
     if host is not None:
@@ -59,12 +63,6 @@ def verify(
     math_workers: Annotated[int | None, typer.Option(help="math-verify worker processes.")] = None,
 ) -> None:
     """Score items without a server, through the same code as the service (one result line per item)."""
-    from pydantic import ValidationError
-
-    from mucode.rewards.types import Item
-    from mucode.verifier.core import Verifier
-    from mucode.verifier.settings import VerifierSettings
-    from mucode.verifier.text import text_problems
 
     text = sys.stdin.read() if str(input) == "-" else _read(input)
     items: list[Item] = []

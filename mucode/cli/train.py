@@ -11,6 +11,12 @@ from typing import Annotated, Literal
 
 import typer
 
+from mucode.cli.options import resolve_config
+from mucode.config import ConfigError
+from mucode.train.export import CheckpointError, export_checkpoint
+from mucode.train.plot import plot_run
+from mucode.train.report import load_run, plot_accuracy, render_report
+
 __all__ = ["register"]
 
 ConfigOpt = Annotated[
@@ -40,14 +46,12 @@ def train(
     plot: Annotated[bool, typer.Option("--plot/--no-plot", help="Write the PNG plots at the end.")] = True,
 ) -> None:
     """Run staged μ-GRPO: generate → verify → store → optimize (μ updates) → checkpoint → hand over, per stage."""
-    from mucode.cli.options import resolve_config
-    from mucode.train.loop import ResumeError, run_training
+    from mucode.train.loop import ResumeError, run_training  # lazy: torch
 
     cfg = resolve_config(config, _overrides(task, run_dir, overrides))
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # lazy: transformers
 
     hf_logging.disable_progress_bar()  # weight-loading bars would drown the trainer's own
-    from mucode.config import ConfigError
 
     try:
         result = run_training(cfg, resume=resume)
@@ -55,7 +59,6 @@ def train(
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
     if plot:
-        from mucode.train.plot import plot_run
 
         paths = plot_run(result.run_dir)
         typer.echo(f"plots: {', '.join(str(p) for p in paths)}")
@@ -63,7 +66,6 @@ def train(
 
 def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (holds metrics.jsonl).")]) -> None:
     """Write PNGs of reward, veto fraction, clip fraction and E[ρ|A<0] over updates (stage boundaries dashed)."""
-    from mucode.train.plot import plot_run
 
     try:
         paths = plot_run(run_dir)
@@ -82,7 +84,6 @@ def report(
 ) -> None:
     """The paper's Table 1 for runs: accuracy at the best checkpoint, T_rollout, T_total, engine switches,
     veto fraction per stage; for two runs, the time-to-accuracy ratio; a plot of accuracy against wall-clock."""
-    from mucode.train.report import load_run, plot_accuracy, render_report
 
     try:
         runs = [load_run(d) for d in run_dirs]
@@ -102,7 +103,6 @@ def export(
                                               "model.dtype).")] = None,
 ) -> None:
     """Write a training checkpoint as a Hugging Face model (config, weights, tokenizer) for eval or serving."""
-    from mucode.train.export import CheckpointError, export_checkpoint
 
     if dtype is not None and dtype not in ("float32", "bfloat16", "float16"):
         typer.secho(f"--dtype {dtype!r}: use float32, bfloat16 or float16", fg=typer.colors.RED, err=True)

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+import yaml
+
+from mucode.assets import resolve_model_path
+from mucode.cli.options import resolve_config
+from mucode.data import load_tasks
+from mucode.integrations.verl import config as vc
+from mucode.integrations.verl.config import write_verl_parquet
 
 __all__ = ["register"]
 
@@ -33,9 +41,6 @@ def verl_config(
 
     Without --output it prints the algorithm's command-line overrides (or, with --yaml, the whole
     config file) to add to your own verl command."""
-    from mucode.assets import resolve_model_path
-    from mucode.cli.options import resolve_config
-    from mucode.integrations.verl import config as vc
 
     cfg = resolve_config(config, ([f"data.task={task}"] if task else []) + list(overrides or []))
     if cfg.algo.objective not in vc.VERL_LOSSES:  # a plug-in objective: verl has no loss for it
@@ -57,7 +62,6 @@ def verl_config(
                         err=True)
         typer.echo(command)
     elif as_yaml:
-        import yaml
 
         typer.echo(yaml.safe_dump(vc.verl_run_config(cfg, run), sort_keys=False, allow_unicode=True).rstrip())
     else:
@@ -68,10 +72,6 @@ def verl_config(
 
 def _convert_data(cfg, run, output: Path):  # noqa: ANN001, ANN202 - MucodeConfig, VerlRun
     """mucode's training data (data.*) written as verl Parquet into ``output``."""
-    import dataclasses
-
-    from mucode.data import load_tasks
-    from mucode.integrations.verl.config import write_verl_parquet
 
     d = cfg.data
     try:

@@ -120,7 +120,7 @@ def local_data_files(path: Path, split: str) -> list[Path]:
 
 def list_dataset_files(repo_id: str, *, revision: str | None = None) -> list[str]:
     """Every file path in a Hub data set repository; raises :class:`HubError` with the offline recipe."""
-    from huggingface_hub import list_repo_files  # comes with transformers
+    from huggingface_hub import list_repo_files  # lazy: huggingface_hub (comes with transformers)
 
     try:
         return list(list_repo_files(repo_id, repo_type="dataset", revision=revision))
@@ -130,7 +130,7 @@ def list_dataset_files(repo_id: str, *, revision: str | None = None) -> list[str
 
 def download_dataset_file(repo_id: str, filename: str, *, revision: str | None = None) -> Path:
     """One file of a Hub data set repository, fetched into (or found in) the Hub cache."""
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download  # lazy: huggingface_hub
 
     try:
         return Path(hf_hub_download(repo_id, filename, repo_type="dataset", revision=revision))
@@ -167,7 +167,7 @@ class _TypingFailureFilter(logging.Filter):
 
 
 def _datasets_rows(path: Path, builder: str) -> Generator[dict[str, Any], None, None]:
-    import datasets
+    import datasets  # lazy: datasets
 
     json_logger = logging.getLogger("datasets.packaged_modules.json.json")
     if not any(isinstance(f, _TypingFailureFilter) for f in json_logger.filters):
@@ -230,7 +230,7 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
 
 
 def _parquet_rows(path: Path) -> Iterator[dict[str, Any]]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: pyarrow
 
     for batch in pq.ParquetFile(path).iter_batches(batch_size=_BATCH_ROWS):
         yield from batch.to_pylist()

@@ -14,6 +14,7 @@ from typing import Any
 
 from mucode.data.files import first_row, hub_data_files, iter_rows, local_data_files
 from mucode.data.schemas import Dropped, RowOptions, detect_schema, get_schema
+from mucode.data.toy import toy_tasks
 from mucode.data.types import TaskKind, TaskRecord
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,6 @@ def load_task_set(
     if source == "default":
         source = DEFAULT_SOURCES[task]
     if source == TOY_SOURCE:
-        from mucode.data.toy import toy_tasks
 
         records = toy_tasks(task, split=split, instruction=instruction)
         return TaskSet(records=records[:limit] if limit is not None else records, source=source, schema="toy")

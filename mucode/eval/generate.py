@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mucode.data.files import json_lines
 from mucode.eval.store import RunStore, prompt_key
 
 __all__ = ["Prompt", "cut_at_stop", "generate_responses", "read_samples_file", "render_prompt_ids"]
@@ -98,7 +99,6 @@ def read_samples_file(path: str | Path, id_key: str | tuple[str, ...] = "id") ->
     """
     keys = (id_key,) if isinstance(id_key, str) else id_key
     samples: dict[str, list[str]] = {}
-    from mucode.data.files import json_lines
 
     for number, row in json_lines(path):
         key = next((k for k in keys if isinstance(row, dict) and k in row), None)

@@ -28,6 +28,7 @@ from typing import Any
 from mucode.eval.store import RunStore, item_sha
 from mucode.protocol import Item
 from mucode.verifier.client import Scored
+from mucode.verifier.local import local_verifier
 from mucode.verifier.session import VerifierSession
 
 __all__ = [
@@ -79,7 +80,6 @@ class VerifierOptions:
 
 @contextlib.contextmanager
 def _local_verifier(settings: VerifierOptions, programs: Sequence[str]) -> Iterator[list[str]]:
-    from mucode.verifier.local import local_verifier
 
     options = dict(settings.local_options)
     if programs:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mucode.data.files import download_dataset_file, list_dataset_files, read_rows, select_split_files
 from mucode.eval.core import (
     EngineSource,
     EvalProblem,
@@ -166,7 +167,6 @@ def _local_file(bench: MathBenchmark, data_dir: Path) -> Path | None:
 
 
 def _hub_rows(bench: MathBenchmark, revision: str | None) -> list[dict[str, Any]]:
-    from mucode.data.files import download_dataset_file, list_dataset_files, read_rows, select_split_files
 
     if bench.hub_files:
         names = list(bench.hub_files)
@@ -200,7 +200,6 @@ def load_math_problems(
     name: str, *, data_dir: str | Path | None = None, revision: str | None = None
 ) -> list[MathProblem]:
     """A benchmark's problems from `data_dir`, else from the copy shipped with mucode, else the Hub."""
-    from mucode.data.files import read_rows
 
     bench = _benchmark(name)
     path = math_data_file(name, data_dir)

@@ -123,7 +123,7 @@ def _failed_inputs(task: Any, pid: str, which: str, verdict: dict[str, Any]) -> 
     index = int(words[1]) if words[1].lstrip("-").isdigit() else -1
     failed = [inputs[index]] if 0 <= index < len(inputs) else []
     if task.dataset == "mbpp":
-        from evalplus.data.mbpp import mbpp_serialize_inputs
+        from evalplus.data.mbpp import mbpp_serialize_inputs  # lazy: evalplus
 
         failed = mbpp_serialize_inputs(pid, failed)
     return failed

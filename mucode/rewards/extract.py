@@ -102,7 +102,7 @@ def whole_response(response: str, entry_point: str | None = None) -> str | None:
 
 def evalplus_sanitize(response: str, entry_point: str | None = None) -> str | None:
     try:
-        from evalplus.sanitize import sanitize
+        from evalplus.sanitize import sanitize  # lazy: evalplus
     except ImportError as exc:
         raise RuntimeError(
             "spec.extract='evalplus' needs the evalplus package: pip install 'mucode[eval]'"

@@ -59,7 +59,7 @@ def check_answer(gold: str, response: str) -> dict[str, Any]:
 
     Runs without any timeout of its own: call it under ``ItemTimeout`` protection or in a pool.
     """
-    from math_verify import LatexExtractionConfig, parse, verify
+    from math_verify import LatexExtractionConfig, parse, verify  # lazy: math_verify
 
     gold_error: str | None = None
     try:

@@ -59,7 +59,7 @@ def _build_hf(
     gpu_memory_utilization: float,
     **options: Any,
 ) -> RolloutEngine:
-    from mucode.rollout.hf import HFEngine
+    from mucode.rollout.hf import HFEngine  # lazy: torch
 
     model_path = resolve_model_path(model_path)
     if tensor_parallel_size > 1 or data_parallel_size > 1:
@@ -69,7 +69,7 @@ def _build_hf(
 
 @register_engine("vllm")
 def _build_vllm(model_path: str, *, device: str, **options: Any) -> RolloutEngine:
-    from mucode.rollout.vllm import VLLMEngine
+    from mucode.rollout.vllm import VLLMEngine  # lazy: torch
 
     model_path = resolve_model_path(model_path)
     if device not in ("auto", "cuda"):
@@ -83,9 +83,9 @@ def _build_vllm(model_path: str, *, device: str, **options: Any) -> RolloutEngin
 def _build_dummy(model_path: str, *, top_p: float, top_k: int, dtype: str, device: str, tensor_parallel_size: int,
                  data_parallel_size: int, gpu_memory_utilization: float, **options: Any) -> RolloutEngine:
     """No model: random tokens from a fixed distribution (``mucode.rollout.dummy``); only the tokenizer is read."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers
 
-    from mucode.rollout.dummy import DummyEngine
+    from mucode.rollout.dummy import DummyEngine  # lazy: torch
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model_path))
     return DummyEngine(tokenizer, top_p=top_p, top_k=top_k, **options)

@@ -131,7 +131,7 @@ class HFEngine:
         cls, model_path: str, *, dtype: str = "auto", device: str = "auto", **options: Any
     ) -> HFEngine:
         """Load a Hugging Face checkpoint directory (or Hub id) into an engine."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers
 
         torch_device = resolve_device(device)
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=resolve_dtype(dtype, torch_device))

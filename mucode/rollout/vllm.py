@@ -34,6 +34,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from packaging.version import Version
+
 from mucode.rollout.types import EngineError, Sample
 from mucode.seeds import SeedPurpose, derive_seed
 
@@ -118,7 +120,7 @@ def visible_gpus() -> list[str]:
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return [g.strip() for g in listed.split(",") if g.strip()]
-    import torch
+    import torch  # lazy: torch
 
     return [str(i) for i in range(torch.cuda.device_count())]
 
@@ -126,13 +128,12 @@ def visible_gpus() -> list[str]:
 def processed_logprobs_supported(version: str) -> bool:
     """vLLM takes ``logprobs_mode="processed_logprobs"`` after temperature only from 0.10.2 (0.10.0 and
     0.10.1 accept the option and ignore the temperature), so the version decides, not a TypeError."""
-    from packaging.version import Version
 
     return Version(version.split("+")[0]) >= Version("0.10.2")
 
 
 def _build_llm(settings: VLLMSettings, replica: int) -> Any:
-    import vllm
+    import vllm  # lazy: vllm
 
     kwargs = llm_kwargs(settings, replica)
     if not processed_logprobs_supported(vllm.__version__):
@@ -158,8 +159,8 @@ def _replica_main(replica: int, gpus: list[str], settings: dict[str, Any], tasks
         if gpus:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         config = VLLMSettings(**settings)
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
+        from vllm import SamplingParams  # lazy: vllm
+        from vllm.inputs import TokensPrompt  # lazy: vllm
 
         llm = _build_llm(config, replica)
         results.put(("ready", replica, None))

@@ -31,6 +31,8 @@ import random
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from mucode.rollout.types import Sample
 from mucode.rollout.vllm import (
     VLLMSettings,
@@ -58,16 +60,14 @@ def colocated_llm_kwargs(settings: VLLMSettings, rank: int) -> dict[str, Any]:
 
 
 def _capture_rngs() -> tuple[Any, ...]:
-    import numpy as np
-    import torch
+    import torch  # lazy: torch
 
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda
 
 
 def _restore_rngs(state: tuple[Any, ...]) -> None:
-    import numpy as np
-    import torch
+    import torch  # lazy: torch
 
     random.setstate(state[0])
     np.random.set_state(state[1])
@@ -93,7 +93,7 @@ class ColocatedVLLM:
         if importlib.util.find_spec("vllm") is None:
             raise ImportError("train.weight_sync=memory with rollout.engine=vllm needs vLLM: "
                               "`pip install 'mucode[vllm]'`, or set train.weight_sync=disk")
-        import vllm
+        import vllm  # lazy: vllm
 
         if not processed_logprobs_supported(vllm.__version__):
             raise RuntimeError(f"vLLM {vllm.__version__} takes log-probs before temperature; install vllm>=0.10.2")
@@ -125,8 +125,8 @@ class ColocatedVLLM:
             self.llm.reset_prefix_cache()
 
     def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
+        from vllm import SamplingParams  # lazy: vllm
+        from vllm.inputs import TokensPrompt  # lazy: vllm
 
         if self.asleep:
             raise RuntimeError("the colocated vLLM engine is asleep; load_weights wakes it")

@@ -34,7 +34,7 @@ __all__ = ["ParkedState", "held_bytes", "step_aside"]
 def _fsdp_flat_params(model: nn.Module) -> list[torch.Tensor]:
     """FSDP1's flat parameters (with ``use_orig_params`` they are not in ``model.parameters()``)."""
     try:
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # lazy: torch
     except ImportError:  # pragma: no cover - torch without distributed
         return []
     flats = []

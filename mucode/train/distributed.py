@@ -75,9 +75,9 @@ def wrap_model(model: nn.Module, info: DistInfo, precision: Precision | None = N
     if not info.enabled:
         return model
     if info.device.type == "cuda":
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-        from torch.distributed.fsdp import ShardingStrategy
-        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # lazy: torch
+        from torch.distributed.fsdp import ShardingStrategy  # lazy: torch
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy  # lazy: torch
 
         layer_classes = {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
         return FSDP(
@@ -101,7 +101,7 @@ def unwrap(model: nn.Module) -> nn.Module:
 def is_fsdp(model: nn.Module) -> bool:
     """True when ``model`` is FSDP-wrapped (its parameters are sharded across ranks): the one FSDP test."""
     try:
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # lazy: torch
     except ImportError:  # pragma: no cover - torch without distributed
         return False
     return isinstance(model, FSDP)
@@ -115,8 +115,8 @@ def is_wrapped(model: nn.Module) -> bool:
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The unsharded model state on CPU (complete on rank 0 under FSDP)."""
     if is_fsdp(model):
-        from torch.distributed.fsdp import FullStateDictConfig, StateDictType
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import FullStateDictConfig, StateDictType  # lazy: torch
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # lazy: torch
 
         cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
         with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):
@@ -129,8 +129,8 @@ def iter_full_tensors(model: nn.Module, dtype: torch.dtype) -> Iterator[tuple[st
     that loads weights in memory. Under FSDP every rank gathers the full state dict (a collective: call
     it on every rank); peak memory is the full model in the master dtype on each rank."""
     if is_fsdp(model):
-        from torch.distributed.fsdp import FullStateDictConfig, StateDictType
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import FullStateDictConfig, StateDictType  # lazy: torch
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # lazy: torch
 
         cfg = FullStateDictConfig(offload_to_cpu=False, rank0_only=False)
         with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):
@@ -143,7 +143,7 @@ def iter_full_tensors(model: nn.Module, dtype: torch.dtype) -> Iterator[tuple[st
 
 def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     if is_fsdp(model):
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # lazy: torch
 
         return FSDP.full_optim_state_dict(model, optimizer, rank0_only=True)
     return optimizer.state_dict()
@@ -151,7 +151,7 @@ def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[
 
 def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     if is_fsdp(model):
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # lazy: torch
 
         state = FSDP.shard_full_optim_state_dict(state, model)
     optimizer.load_state_dict(state)

@@ -38,6 +38,9 @@ from typing import Any
 import torch
 
 from mucode.config import MucodeConfig
+from mucode.eval import evaluate_benchmarks, metrics_from_report
+from mucode.eval.benchmarks import protocols_for
+from mucode.eval.judge import VerifierOptions
 from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.distributed import DistInfo, barrier, full_state_dict, unwrap
 
@@ -62,7 +65,6 @@ def eval_options(cfg: MucodeConfig) -> dict[str, Any]:
 def eval_plan(cfg: MucodeConfig) -> list[tuple[Any, Any, list[str]]]:
     """``(benchmark kind, protocol, names)`` per kind of ``eval.benchmarks``; raises ValueError for an
     unknown benchmark or a protocol not stated for the run's context."""
-    from mucode.eval.benchmarks import protocols_for
 
     options = eval_options(cfg)
     return protocols_for(cfg.eval.benchmarks, options["protocol"], options["context_tokens"], **options["sampling"])
@@ -138,8 +140,8 @@ class Evaluator:
         weights = full_state_dict(model)  # collective under torchrun
         metrics: dict[str, float] = {}
         if self.info.is_main:
-            from mucode.train.policy import save_policy
-            from mucode.train.precision import Precision
+            from mucode.train.policy import save_policy  # lazy: torch
+            from mucode.train.precision import Precision  # lazy: torch
 
             precision = Precision.from_names(self.cfg.model.master_dtype, self.cfg.model.dtype)
             if not (policy_dir / "config.json").exists():  # in the engine's dtype, as the hand-over exports
@@ -162,18 +164,16 @@ class Evaluator:
         settings = dict(temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,
                         seed=derive_seed(self.cfg.train.seed, SeedPurpose.EVAL, index=update), batch_size=r.batch_size)
         if not self.info.enabled:
-            from mucode.rollout.hf import HFEngine
+            from mucode.rollout.hf import HFEngine  # lazy: torch
 
             return HFEngine(unwrap(model), tokenizer, **settings)
-        from mucode.rollout.factory import make_engine
+        from mucode.rollout.factory import make_engine  # lazy: torch
 
         return make_engine("hf", str(policy_dir), dtype=self.cfg.model.dtype, device=str(self.info.device),
                            **settings)
 
     def _evaluate(self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int,
                   policy_dir: Path) -> dict[str, float]:
-        from mucode.eval import evaluate_benchmarks, metrics_from_report
-        from mucode.eval.judge import VerifierOptions
 
         e, v = self.cfg.eval, self.cfg.verifier
         out_dir = self.run_dir / "eval" / f"update-{update:07d}"

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mucode.config import load_config
+
 __all__ = ["CheckpointError", "as_model_path", "export_checkpoint", "find_checkpoint"]
 
 
@@ -50,10 +52,9 @@ def export_checkpoint(path: Path, out: Path, *, dtype: str | None = None) -> Pat
     """Writes the checkpoint ``path`` names as a Hugging Face model in ``out``; returns ``out``.
 
     ``dtype`` (``float32``, ``bfloat16``, ``float16``) defaults to the run's ``model.dtype``."""
-    import torch
+    import torch  # lazy: torch
 
-    from mucode.config import load_config
-    from mucode.train.policy import TORCH_DTYPES, load_policy, save_policy
+    from mucode.train.policy import TORCH_DTYPES, load_policy, save_policy  # lazy: torch
 
     checkpoint = find_checkpoint(path)
     cfg = load_config(_run_dir_of(checkpoint) / "config.yaml")

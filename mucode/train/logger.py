@@ -36,13 +36,13 @@ class MetricsLogger:
         self._file = self.path.open("a")
         self._tb = None
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # lazy: torch
 
             self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
         self._wandb = None
         if wandb_project:
             try:
-                import wandb
+                import wandb  # lazy: wandb
             except ImportError as e:
                 raise RuntimeError(
                     "train.wandb_project is set but wandb is not installed: `pip install wandb` "

@@ -31,6 +31,7 @@ from typing import Any
 from tqdm import tqdm
 
 from mucode.config import MucodeConfig
+from mucode.data.prompts import render_prompt
 from mucode.data.types import TaskRecord
 from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.checkpoint import TrainerState
@@ -130,7 +131,6 @@ def generate(run: TrainingRun, clock: StageClock, verify: Verifier) -> dict[str,
 
 def _rollouts(run: TrainingRun, k: int, prompts: int, store_dir: Path, verify: Verifier) -> dict[str, float]:
     """Generate, verify and store ``prompts`` prompts of the data order's stage ``k`` with β_k."""
-    from mucode.data.prompts import render_prompt
 
     slots = stage_prompts(run.records, k, prompts, run.cfg.data.shuffle_seed)
     rendered = [(slot, record, render_prompt(run.tokenizer, record)) for slot, record in slots]  # lengths checked

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mucode.train.logger import read_metrics
+
 __all__ = ["PANELS", "plot_run"]
 
 # (file stem, title, metric keys drawn (first group present wins), y label)
@@ -27,7 +29,7 @@ PANELS: list[tuple[str, str, list[list[str]], str]] = [
 def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
     """(updates, values) of ``key``, leaving out updates where the metric had nothing to average
     (e.g. E[ρ|A<0] of a minibatch without A<0 tokens, which the algo core reports as 0)."""
-    from mucode.algo.metrics import METRICS
+    from mucode.algo.metrics import METRICS  # lazy: torch
 
     spec = METRICS.get(key)
     weight = spec.weight if spec is not None else None
@@ -88,12 +90,10 @@ def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[float], title: s
 
 def plot_run(run_dir: str | Path) -> list[Path]:
     """Write the PNGs and return their paths."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from mucode.train.logger import read_metrics
+    import matplotlib.pyplot as plt  # lazy: matplotlib
 
     run_dir = Path(run_dir)
     rows, events = read_metrics(run_dir)

@@ -12,6 +12,7 @@ file, and a mapped tensor cannot be freed when the trainer's state steps aside f
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ __all__ = ["TORCH_DTYPES", "load_policy", "save_policy"]
 def load_policy(path: str, *, dtype: str, device: torch.device, trust_remote_code: bool = False,
                 gradient_checkpointing: bool = False) -> tuple[nn.Module, Any]:
     """(model, tokenizer) of the policy at ``path`` (after :func:`mucode.assets.resolve_model_path`)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers
 
     resolved = resolve_model_path(path)
     model = AutoModelForCausalLM.from_pretrained(
@@ -48,7 +49,6 @@ def save_policy(model: nn.Module, tokenizer: Any, state_dict: dict[str, torch.Te
                 dtype: torch.dtype | None = None) -> Path:
     """Write a loadable HF directory (config, weights, tokenizer) atomically to ``out``; with ``dtype``
     the floating weights are cast to it and the config says so (the engine's dtype)."""
-    import shutil
 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -72,7 +72,7 @@ class Precision:
         """FSDP's ``MixedPrecision`` for this precision (None when not mixed)."""
         if not self.mixed:
             return None
-        from torch.distributed.fsdp import MixedPrecision
+        from torch.distributed.fsdp import MixedPrecision  # lazy: torch
 
         return MixedPrecision(param_dtype=self.compute, reduce_dtype=torch.float32, buffer_dtype=self.compute)
 

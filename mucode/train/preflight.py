@@ -23,7 +23,9 @@ from typing import Any
 
 import yaml
 
+from mucode.assets import resolve_model_path
 from mucode.config import ConfigError, MucodeConfig
+from mucode.data.prompts import prompt_lengths
 from mucode.data.types import TaskRecord
 from mucode.train.plan import store_key_changes
 
@@ -40,13 +42,12 @@ class ResumeError(RuntimeError):
 
 
 def _read_model_config(path: str) -> dict[str, Any] | None:
-    from mucode.assets import resolve_model_path
 
     local = Path(resolve_model_path(path)) / "config.json"
     if local.is_file():
         return dict(json.loads(local.read_text()))
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # lazy: huggingface_hub
 
         cached = try_to_load_from_cache(path, "config.json")
     except Exception:  # noqa: BLE001 - not a Hub id, or no cache: the check is skipped
@@ -105,7 +106,7 @@ def _check_run_dir(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
 
 
 def _check_eval(cfg: MucodeConfig) -> None:
-    from mucode.train.evaluation import eval_sampling
+    from mucode.train.evaluation import eval_sampling  # lazy: torch
 
     try:
         eval_sampling(cfg)
@@ -123,7 +124,6 @@ def check_run(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
 
 def drop_long_prompts(records: list[TaskRecord], tokenizer: Any, max_prompt_tokens: int) -> tuple[list[TaskRecord], int]:
     """(records whose rendered prompt fits ``max_prompt_tokens``, how many were dropped)."""
-    from mucode.data.prompts import prompt_lengths
 
     kept = [r for r, n in zip(records, prompt_lengths(tokenizer, records), strict=True) if n <= max_prompt_tokens]
     if not kept:

@@ -23,6 +23,7 @@ from torch import nn
 
 from mucode.assets import resolve_model_path
 from mucode.config import MucodeConfig
+from mucode.data.loader import load_tasks
 from mucode.data.types import TaskRecord
 from mucode.train.checkpoint import Checkpoint, TrainerState, restore_rng
 from mucode.train.distributed import (
@@ -112,7 +113,6 @@ def final_pending(cfg: MucodeConfig, run_dir: Path) -> bool:
 
 
 def load_records(cfg: MucodeConfig) -> list[TaskRecord]:
-    from mucode.data.loader import load_tasks
 
     source = cfg.data.source or "default"
     return load_tasks(source, cfg.data.task, split=cfg.data.split, limit=cfg.data.limit,

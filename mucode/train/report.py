@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from mucode.train.logger import read_metrics
 
 __all__ = ["RunReport", "load_run", "plot_accuracy", "render_report", "time_to_accuracy"]
@@ -49,7 +51,6 @@ class RunReport:
 
 def load_run(path: str | Path) -> RunReport:
     """Read a run directory (config.yaml, metrics.jsonl, best.json, summary.json)."""
-    import yaml
 
     path = Path(path)
     config_path = path / "config.yaml"
@@ -147,10 +148,10 @@ def render_report(runs: list[RunReport]) -> str:
 
 def plot_accuracy(runs: list[RunReport], path: Path) -> Path:
     """Score of every evaluation against training hours, one line per run."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in runs:

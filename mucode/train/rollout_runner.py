@@ -29,6 +29,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from mucode.assets import resolve_model_path
 from mucode.config import MucodeConfig
 from mucode.data.types import TaskRecord
 from mucode.rollout.types import RolloutEngine
@@ -188,18 +189,18 @@ class StageRollout:
         if self.engine_factory is not None:
             return self.engine_factory(stage, policy_path, seed)
         if self.shares_weights:
-            from mucode.rollout.hf import HFEngine
+            from mucode.rollout.hf import HFEngine  # lazy: torch
 
             return HFEngine(unwrap(self.model), self.tokenizer, temperature=r.temperature, top_p=r.top_p,
                             top_k=r.top_k, max_new_tokens=r.max_response_tokens, seed=seed, batch_size=r.batch_size,
                             autocast_dtype=self.precision.compute if self.precision.mixed else None)
         if self._colocated is not None:
             return self._colocated.stage_view(seed)
-        from mucode.rollout.factory import make_engine
+        from mucode.rollout.factory import make_engine  # lazy: torch
 
         extra: dict[str, Any] = {}
         if r.engine == "vllm" and info.enabled:
-            from mucode.rollout.vllm import visible_gpus
+            from mucode.rollout.vllm import visible_gpus  # lazy: torch
 
             extra["devices"] = [visible_gpus()[info.local_rank]]
         return make_engine(r.engine, str(policy_path), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
@@ -211,9 +212,8 @@ class StageRollout:
     def _push_weights(self) -> None:
         """vLLM in memory mode: start the colocated engine once (from the base model), then give it the
         trainer's current weights (β_k) in memory, every stage."""
-        from mucode.assets import resolve_model_path
-        from mucode.rollout.vllm_colocated import ColocatedVLLM
-        from mucode.train.distributed import iter_full_tensors
+        from mucode.rollout.vllm_colocated import ColocatedVLLM  # lazy: torch
+        from mucode.train.distributed import iter_full_tensors  # lazy: torch
 
         r = self.cfg.rollout
         if self._colocated is None:
@@ -224,7 +224,7 @@ class StageRollout:
         self._colocated.load_weights(iter_full_tensors(self.model, self.precision.compute))
 
     def _rescorer(self) -> Any:
-        from mucode.rollout.logprobs import response_logprobs
+        from mucode.rollout.logprobs import response_logprobs  # lazy: torch
 
         model, precision, device, temperature = self.model, self.precision, self.info.device, self.cfg.rollout.temperature
 
@@ -247,8 +247,8 @@ class StageRollout:
         (the engine shares or receives the weights), except after the last stage, which is always exported.
         Returns whether the stage-end checkpoint is due (always with ``disk``; with ``memory`` only every
         ``train.checkpoint_every`` updates and after the last stage)."""
-        from mucode.train.distributed import full_state_dict
-        from mucode.train.policy import save_policy
+        from mucode.train.distributed import full_state_dict  # lazy: torch
+        from mucode.train.policy import save_policy  # lazy: torch
 
         last = stage == self.cfg.batch.num_stages - 1
         if self.weight_sync == "disk" or last:

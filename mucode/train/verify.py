@@ -26,6 +26,7 @@ from typing import Any
 
 from mucode.protocol import Item, Status
 from mucode.verifier.client import Scored
+from mucode.verifier.local import local_verifier
 from mucode.verifier.session import VerifierSession
 
 __all__ = ["GroupVerdicts", "VerifyPipeline", "verifier_urls"]
@@ -57,7 +58,6 @@ def verifier_urls(urls: list[str], backend: str = "local") -> Iterator[list[str]
     if urls:
         yield list(urls)
         return
-    from mucode.verifier.local import local_verifier
 
     with local_verifier(backend=backend) as url:
         yield [url]

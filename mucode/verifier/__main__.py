@@ -6,13 +6,14 @@ mucode's own log records go to standard error at INFO, as with ``mucode serve``.
 
 from __future__ import annotations
 
+from mucode import logs
+from mucode.verifier.settings import VerifierSettings
+
 
 def main() -> None:
-    import uvicorn
+    import uvicorn  # lazy: uvicorn
 
-    from mucode import logs
-    from mucode.verifier.app import create_app
-    from mucode.verifier.settings import VerifierSettings
+    from mucode.verifier.app import create_app  # lazy: fastapi
 
     logs.configure()
     settings = VerifierSettings()

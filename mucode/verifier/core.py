@@ -26,6 +26,7 @@ from mucode.protocol import Status
 from mucode.rewards.math_pool import MathWorkerPool
 from mucode.rewards.registry import ProgramRegistry, UnknownProgramError, load_programs
 from mucode.rewards.types import Item, Result, RewardContext
+from mucode.sandbox.base import make_backend
 from mucode.verifier.metrics import VerifierMetrics
 from mucode.verifier.settings import VerifierSettings
 
@@ -91,7 +92,6 @@ class Verifier:
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_items)
         needs = self.registry.needs()
         if self.ctx.sandbox is None and self.needs_sandbox:
-            from mucode.sandbox.base import make_backend
 
             self.ctx.sandbox = make_backend(self.settings.backend, **self.settings.backend_options)
         if self.ctx.sandbox is not None and not self._sandbox_given:

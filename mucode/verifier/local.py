@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from mucode.verifier.settings import VerifierSettings
+
 __all__ = ["local_verifier"]
 
 
@@ -24,10 +26,9 @@ def local_verifier(backend: str = "local", *, start_timeout_s: float = 300.0, **
     ``settings`` are ``VerifierSettings`` fields (e.g. ``math_workers=2``, ``programs=["math"]``).
     Raises ``RuntimeError`` if the service does not become ready (the log says why).
     """
-    import uvicorn
+    import uvicorn  # lazy: uvicorn
 
-    from mucode.verifier.app import create_app
-    from mucode.verifier.settings import VerifierSettings
+    from mucode.verifier.app import create_app  # lazy: fastapi
 
     config = VerifierSettings(backend=backend, host="127.0.0.1", port=0, **settings)
     app = create_app(config)

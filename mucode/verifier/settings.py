@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mucode.sandbox.base import SANDBOX_BACKENDS
 from mucode.verifier.wire import DEFAULT_MAX_REQUEST_BYTES
 
 __all__ = ["VerifierSettings"]
@@ -36,7 +37,6 @@ class VerifierSettings(BaseSettings):
     @field_validator("backend")
     @classmethod
     def _registered_backend(cls, value: str) -> str:
-        from mucode.sandbox.base import SANDBOX_BACKENDS
 
         return SANDBOX_BACKENDS.validate(value)
     token: SecretStr | None = None

@@ -167,7 +167,7 @@ _main()
 
 
 def _oracle_source() -> str:
-    from evalplus.eval import _special_oracle
+    from evalplus.eval import _special_oracle  # lazy: evalplus
 
     return inspect.getsource(_special_oracle)
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from mucode.data.files import json_lines
 from mucode.eval.core import (
     Collected,
     EngineSource,
@@ -127,8 +128,8 @@ def load_evalplus(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """(problems, ground truth) through evalplus: its loader and its `get_groundtruth`."""
     module = _evalplus_module(dataset, override_path)
-    from evalplus.eval._special_oracle import MBPP_OUTPUT_NOT_NONE_TASKS
-    from evalplus.evaluate import get_groundtruth
+    from evalplus.eval._special_oracle import MBPP_OUTPUT_NOT_NONE_TASKS  # lazy: evalplus
+    from evalplus.evaluate import get_groundtruth  # lazy: evalplus
 
     with contextlib.redirect_stdout(sys.stderr):  # evalplus prints progress on stdout
         if dataset == "humaneval":
@@ -196,7 +197,7 @@ class EvalPlusTask:
             return response
         if self.sample_kind == "completion":
             return problem["prompt"] + response
-        from evalplus.sanitize import sanitize
+        from evalplus.sanitize import sanitize  # lazy: evalplus
 
         text = problem["prompt"].strip() + "\n" + response if self.prompt_style == "base" else response
         return sanitize(text, entrypoint=problem["entry_point"])
@@ -273,7 +274,6 @@ def read_evalplus_samples(path: str | Path) -> tuple[dict[str, list[str]], Sampl
         return _read_samples_dir(Path(path))
     samples: dict[str, list[str]] = {}
     kinds: set[str] = set()
-    from mucode.data.files import json_lines
 
     for number, row in json_lines(path):
         if not isinstance(row, dict):

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from mucode.algo.modes import LossAggregation, StdEstimator
 from mucode.config import MucodeConfig
 from mucode.registry import Registry
@@ -176,7 +178,6 @@ def verl_run_config(cfg: MucodeConfig, run: VerlRun) -> dict[str, Any]:
 
 def write_verl_run(cfg: MucodeConfig, run: VerlRun, out_dir: Path) -> tuple[Path, str]:
     """Writes ``out_dir/mucode_verl.yaml``; returns it and the shell command that runs it."""
-    import yaml
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{CONFIG_NAME}.yaml"
@@ -197,8 +198,8 @@ def write_verl_parquet(records: Iterable[Any], path: Path, *, data_source: str =
     spec, read back by ``mucode.integrations.verl.reward.compute_score``), so math and code rows can share one file.
     ``reward_model.ground_truth`` carries the math answer, or the code spec as JSON, for verl's own tools.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # lazy: pyarrow
+    import pyarrow.parquet as pq  # lazy: pyarrow
 
     rows = []
     for index, record in enumerate(records):

@@ -30,7 +30,7 @@ LOSSES: dict[str, Callable[..., tuple[Any, dict[str, Any]]]] = {
 
 def register() -> None:
     """Add :data:`LOSSES` to ``verl.trainer.ppo.core_algos``'s registry (no-op if already there)."""
-    from verl.trainer.ppo import core_algos
+    from verl.trainer.ppo import core_algos  # lazy: verl
 
     for name, fn in LOSSES.items():
         existing = core_algos.POLICY_LOSS_REGISTRY.get(name)

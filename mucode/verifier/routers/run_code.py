@@ -22,6 +22,8 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, status
 
+from mucode.protocol import Status
+from mucode.sandbox.types import RawRun
 from mucode.verifier.core import QueueFullError, Verifier
 from mucode.verifier.deps import Authorized, VerifierDep
 from mucode.verifier.schemas import ErrorResponse, RunCodeRequest, RunCodeResponse, RunResult
@@ -36,8 +38,6 @@ _DEFAULT_MEMORY_MB = 1024
              responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 503, 504)})
 async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeResponse:
     """Runs one program with one stdin and returns its exit status and output (no checking)."""
-    from mucode.protocol import Status
-    from mucode.sandbox.types import RawRun
 
     problems = text_problems(request.model_dump())
     if request.language.lower() not in ("python", "python3"):
