@@ -9,7 +9,8 @@ a temporary directory, then prints rows per second of:
   cannot type a file),
 - the plain readers alone (pyarrow record batches for Parquet, `json` line by line),
 and the time to the first row (`first_row`, schema detection) in a fresh process, which includes
-`datasets`' one-off start (import and first `load_dataset`, ~2-3 s; the rates are measured after it). The machine may be shared: rerun before trusting a small difference.
+`datasets`' one-off start (import and first `load_dataset`, ~2-3 s; the rates are measured after it). The
+machine may be shared: rerun before trusting a small difference.
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ def write_files(directory: Path, rows: int) -> dict[str, Path]:
 
     rng = random.Random(0)
     data = [_row(i, rng) for i in range(rows)]
-    paths = {"parquet": directory / "cc.parquet", "jsonl": directory / "cc.jsonl", "mixed": directory / "mixed.jsonl"}
+    paths = {
+        "parquet": directory / "cc.parquet",
+        "jsonl": directory / "cc.jsonl",
+        "mixed": directory / "mixed.jsonl",
+    }
     pq.write_table(pa.Table.from_pylist(data), paths["parquet"], row_group_size=1024)
     paths["jsonl"].write_text("".join(json.dumps(r) + "\n" for r in data))
     mixed = [{**r, "public_tests": json.dumps(r["public_tests"]) if i % 2 else r["public_tests"]}
@@ -90,7 +95,9 @@ def main() -> None:
             first = first_row_seconds(path)
             print(f"| {label} | {megabytes:.0f} | iter_rows (datasets{', then fallback' if label == 'mixed' else ''}) "
                   f"| {ours:,.0f} | {first:.2f} |")  # fmt: skip
-            print(f"| {label} | {megabytes:.0f} | plain ({'pyarrow' if label == 'parquet' else 'json'}) | {plain:,.0f} | – |")
+            print(
+                f"| {label} | {megabytes:.0f} | plain ({'pyarrow' if label == 'parquet' else 'json'}) | {plain:,.0f} | – |"  # noqa: E501
+            )
 
 
 if __name__ == "__main__":

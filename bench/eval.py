@@ -51,7 +51,7 @@ def lcb_problem(directory: Path, megabytes: float) -> list[dict[str, str]]:
     size = 0
     while size < megabytes * 1e6:
         values = [rng.randrange(-(10**9), 10**9) for _ in range(60_000)]
-        tests.append({"input": f"{len(values)}\n{' '.join(map(str, values))}\n", "output": f"{sum(values)}\n", "testtype": "stdin"})  # fmt: skip
+        tests.append({"input": f"{len(values)}\n{' '.join(map(str, values))}\n", "output": f"{sum(values)}\n", "testtype": "stdin"})  # fmt: skip  # noqa: E501
         size += len(tests[-1]["input"])
     public = [{"input": "2\n1 2\n", "output": "3\n", "testtype": "stdin"}]
     row = {
@@ -224,8 +224,10 @@ def main() -> None:
     from mucode.eval.benchmarks import get_protocol
 
     lcb, plus = get_protocol("livecodebench"), get_protocol("evalplus")
-    print(f"\nbackend {args.backend}, {args.slots} slots; {args.samples} samples per problem; mucode's prompts "
-          f"from the default protocols ({lcb.kind}/{lcb.name}: {lcb.prompt}, {plus.kind}/{plus.name}: {plus.prompt})\n")
+    print(
+        f"\nbackend {args.backend}, {args.slots} slots; {args.samples} samples per problem; mucode's prompts "
+        f"from the default protocols ({lcb.kind}/{lcb.name}: {lcb.prompt}, {plus.kind}/{plus.name}: {plus.prompt})\n"
+    )
     print("| problem | grader | samples/s | pass@1 | client peak MB |\n|---|---|---:|---:|---:|")
     for problem, grader, rate, passed, peak in rows:
         print(f"| {problem} | {grader} | {rate:.2f} | {passed} | {peak} |")

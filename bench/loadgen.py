@@ -39,10 +39,12 @@ class LoadReport:
 
     def summary(self) -> str:
         rss = f"rss {self.rss_mb[0]:.0f} -> {self.rss_mb[-1]:.0f} MB" if self.rss_mb else "rss n/a"
-        return (f"{self.requests} requests, {self.items} items in {self.wall_s:.1f} s "
-                f"({self.items / max(self.wall_s, 1e-9):.1f} items/s); errors {len(self.errors)}; latency p50 "
-                f"{self.latency(0.5) * 1000:.0f} ms p99 {self.latency(0.99) * 1000:.0f} ms; {rss}; "
-                f"statuses {dict(self.statuses)}")
+        return (
+            f"{self.requests} requests, {self.items} items in {self.wall_s:.1f} s "
+            f"({self.items / max(self.wall_s, 1e-9):.1f} items/s); errors {len(self.errors)}; latency p50 "
+            f"{self.latency(0.5) * 1000:.0f} ms p99 {self.latency(0.99) * 1000:.0f} ms; {rss}; "
+            f"statuses {dict(self.statuses)}"
+        )
 
 
 def mixed_batch(i: int) -> list[dict[str, Any]]:
@@ -54,11 +56,27 @@ def mixed_batch(i: int) -> list[dict[str, Any]]:
     bad = "```python\nx, y = map(int, input().split())\nprint(x - y - 1)\n```"
     return [
         {"id": f"{i}-c1", "program": "code", "response": good, "spec": {"tests": stdio}, "want": "correct"},
-        {"id": f"{i}-c0", "program": "code", "response": bad, "spec": {"tests": stdio}, "want": "wrong_answer"},
-        {"id": f"{i}-m1", "program": "math", "response": f"\\boxed{{\\frac{{{2 * a}}}{{2}}}}", "spec": {"answer": a},
-         "want": "correct"},
-        {"id": f"{i}-m0", "program": "math", "response": f"\\boxed{{{a + 1}}}", "spec": {"answer": a},
-         "want": "wrong_answer"},
+        {
+            "id": f"{i}-c0",
+            "program": "code",
+            "response": bad,
+            "spec": {"tests": stdio},
+            "want": "wrong_answer",
+        },
+        {
+            "id": f"{i}-m1",
+            "program": "math",
+            "response": f"\\boxed{{\\frac{{{2 * a}}}{{2}}}}",
+            "spec": {"answer": a},
+            "want": "correct",
+        },
+        {
+            "id": f"{i}-m0",
+            "program": "math",
+            "response": f"\\boxed{{{a + 1}}}",
+            "spec": {"answer": a},
+            "want": "wrong_answer",
+        },
     ]
 
 
@@ -67,9 +85,16 @@ def wanted(item: dict[str, Any], result: dict[str, Any]) -> bool:
     return bool(result["status"] == item["want"])
 
 
-async def run_load(url: str, make_batch: Callable[[int], list[dict[str, Any]]], *, rate_per_s: float,
-                   duration_s: float, check: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
-                   server_pid: int | None = None, timeout_s: float = 60.0) -> LoadReport:
+async def run_load(
+    url: str,
+    make_batch: Callable[[int], list[dict[str, Any]]],
+    *,
+    rate_per_s: float,
+    duration_s: float,
+    check: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+    server_pid: int | None = None,
+    timeout_s: float = 60.0,
+) -> LoadReport:
     """Sends ``make_batch(i)`` to /v1/verify ``rate_per_s`` times a second for ``duration_s``.
 
     An error is a non-200 answer, a transport failure, or a result for which ``check(item, result)``
@@ -95,7 +120,9 @@ async def run_load(url: str, make_batch: Callable[[int], list[dict[str, Any]]], 
             report.items += 1
             report.statuses[result["status"]] += 1
             if check is not None and not check(item, result):
-                report.errors.append(f"request {i}: item {item.get('id')}: {result['status']} {result['details']}"[:300])
+                report.errors.append(
+                    f"request {i}: item {item.get('id')}: {result['status']} {result['details']}"[:300]
+                )
 
     async def sample_memory(stop: asyncio.Event) -> None:
         while server_pid is not None and not stop.is_set():

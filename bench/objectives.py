@@ -114,7 +114,7 @@ def main() -> int:
 
     print(
         f"objective forward+backward, {args.responses} responses x {args.tokens} tokens "
-        f"({int(mask.sum())} valid), float32, {torch.get_num_threads()} threads, median of {args.repeats} round-robin runs"
+        f"({int(mask.sum())} valid), float32, {torch.get_num_threads()} threads, median of {args.repeats} round-robin runs"  # noqa: E501
     )
     samples: dict[str, list[float]] = {name: [] for name, _ in rows}
     for round_ in range(args.repeats + 1):  # round-robin, so load changes hit every row alike

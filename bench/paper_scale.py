@@ -9,7 +9,8 @@ of DeepScaleR's size, the prompt-length filter, the chat template, the ``dummy``
 (random tokens from a fixed distribution with exact log-probs: no model forward), verification of
 every response by the real verifier service (math-verify, on loopback, its own worker processes),
 group advantages, the stage store (Parquet shards, manifest, checksums) and its minibatch reader
-over all μ = 1024 minibatches of B_mini = 32 groups. The optimizer update uses a stand-in policy (a bigram model over the tokenizer's vocabulary, 16
+over all μ = 1024 minibatches of B_mini = 32 groups. The optimizer update uses a stand-in policy (a bigram
+model over the tokenizer's vocabulary, 16
 hidden units, no attention); ``--updates`` of them are timed and the stage's 1024 extrapolated.
 
 Each size runs in a fresh process, so its peak RSS is its own. Printed per size: time per phase,
@@ -47,11 +48,19 @@ def synthetic_math(n: int, seed: int = 0) -> list[Any]:
     records = []
     for i in range(n):
         a, b, c = rng.randint(2, 999), rng.randint(2, 99), rng.randint(1, 9999)
-        text = (f"Problem {i}. A store sells {a} boxes with {b} pencils in each box, and then receives {c} "
-                f"more pencils. How many pencils does it have in total? Let's think step by step and output "
-                f"the final answer within \\boxed{{}}.")
-        records.append(TaskRecord(prompt_id=f"syn-{i}", messages=[{"role": "user", "content": text}],
-                                  program="math", spec={"answer": str(a * b + c)}))
+        text = (
+            f"Problem {i}. A store sells {a} boxes with {b} pencils in each box, and then receives {c} "
+            f"more pencils. How many pencils does it have in total? Let's think step by step and output "
+            f"the final answer within \\boxed{{}}."
+        )
+        records.append(
+            TaskRecord(
+                prompt_id=f"syn-{i}",
+                messages=[{"role": "user", "content": text}],
+                program="math",
+                spec={"answer": str(a * b + c)},
+            )
+        )
     return records
 
 
@@ -79,6 +88,7 @@ class _Timed:
                 return fn(*args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - start
+
         return call
 
 
@@ -96,8 +106,14 @@ def stand_in_policy(vocab_size: int, hidden: int = 16) -> Any:
             self.embed = nn.Embedding(vocab_size, hidden)
             self.head = nn.Linear(hidden, vocab_size)
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: Any = None, position_ids: Any = None,
-                    use_cache: bool = False, logits_to_keep: int = 0) -> Any:
+        def forward(
+            self,
+            input_ids: torch.Tensor,
+            attention_mask: Any = None,
+            position_ids: Any = None,
+            use_cache: bool = False,
+            logits_to_keep: int = 0,
+        ) -> Any:
             hidden_states = self.embed(input_ids if not logits_to_keep else input_ids[:, -logits_to_keep:])
             return SimpleNamespace(logits=self.head(hidden_states))
 
@@ -111,9 +127,19 @@ def _rss_mb() -> tuple[float, float]:
     return me, children
 
 
-def run_stage(out: Path, *, prompts: int, samples: int, prompts_per_update: int, dataset: int,
-              mean_response_tokens: float, max_response_tokens: int, updates: int, seed: int = 0,
-              math_workers: int | None = None) -> dict[str, Any]:
+def run_stage(
+    out: Path,
+    *,
+    prompts: int,
+    samples: int,
+    prompts_per_update: int,
+    dataset: int,
+    mean_response_tokens: float,
+    max_response_tokens: int,
+    updates: int,
+    seed: int = 0,
+    math_workers: int | None = None,
+) -> dict[str, Any]:
     """One stage of ``prompts`` × ``samples`` responses end to end; returns the figures."""
     from transformers import AutoTokenizer
 
@@ -156,8 +182,15 @@ def run_stage(out: Path, *, prompts: int, samples: int, prompts_per_update: int,
 
     class TimedEngine:
         def __init__(self) -> None:
-            self.inner = make_engine("dummy", tiny, temperature=1.0, max_new_tokens=max_response_tokens, seed=seed,
-                                     batch_size=64, mean_response_tokens=mean_response_tokens)
+            self.inner = make_engine(
+                "dummy",
+                tiny,
+                temperature=1.0,
+                max_new_tokens=max_response_tokens,
+                seed=seed,
+                batch_size=64,
+                mean_response_tokens=mean_response_tokens,
+            )
 
         def generate(self, batch: Any, g: int) -> Any:
             return engine_timer.wrap_iter(iter(self.inner.generate(batch, g)))
@@ -171,9 +204,17 @@ def run_stage(out: Path, *, prompts: int, samples: int, prompts_per_update: int,
         pipeline = VerifyPipeline([url], timeout_s=600, retries=2)
         try:
             start = time.perf_counter()
-            stats = generate_stage(stage=0, engine_factory=TimedEngine, prompts=todo, samples_per_prompt=samples,
-                                   writer=writer, pipeline=pipeline, adv_std="unbiased", adv_eps=1e-6,
-                                   show_progress=False)
+            stats = generate_stage(
+                stage=0,
+                engine_factory=TimedEngine,
+                prompts=todo,
+                samples_per_prompt=samples,
+                writer=writer,
+                pipeline=pipeline,
+                adv_std="unbiased",
+                adv_eps=1e-6,
+                show_progress=False,
+            )
             wall = time.perf_counter() - start
         finally:
             pipeline.close()
@@ -235,14 +276,19 @@ def _report(rows: list[dict[str, Any]]) -> str:
     header = f"{'phase':<42}" + "".join(f"{r['responses']:>14,}" for r in rows)
     lines += [f"responses per stage →{'':21}" + "".join(f"{'':>14}" for _ in rows), header, "-" * len(header)]
     for phase in phases:
-        lines.append(f"{phase + ' (s)':<42}" + "".join(f"{r['times'].get(phase, float('nan')):>14.1f}" for r in rows))
-    for key, label, scale in [("peak_rss_after_generation_mb", "peak RSS after generation+store (MB)", 1),
-                              ("peak_rss_mb", "peak RSS, whole stage (MB)", 1),
-                              ("peak_rss_children_mb", "peak RSS of a verifier worker (MB)", 1),
-                              ("store_bytes", "store on disk (MB)", MB), ("store_shards", "store shards", 1),
-                              ("mean_prompt_tokens", "mean prompt tokens", 1),
-                              ("mean_response_tokens", "mean response tokens", 1),
-                              ("verifier_busy_s", "verifier busy (sum of latencies, s)", 1)]:
+        lines.append(
+            f"{phase + ' (s)':<42}" + "".join(f"{r['times'].get(phase, float('nan')):>14.1f}" for r in rows)
+        )
+    for key, label, scale in [
+        ("peak_rss_after_generation_mb", "peak RSS after generation+store (MB)", 1),
+        ("peak_rss_mb", "peak RSS, whole stage (MB)", 1),
+        ("peak_rss_children_mb", "peak RSS of a verifier worker (MB)", 1),
+        ("store_bytes", "store on disk (MB)", MB),
+        ("store_shards", "store shards", 1),
+        ("mean_prompt_tokens", "mean prompt tokens", 1),
+        ("mean_response_tokens", "mean response tokens", 1),
+        ("verifier_busy_s", "verifier busy (sum of latencies, s)", 1),
+    ]:
         lines.append(f"{label:<42}" + "".join(f"{r[key] / scale:>14,.1f}" for r in rows))
     return "\n".join(lines)
 
@@ -253,7 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompts", type=int, default=32_768, help="B_train of the full stage")
     parser.add_argument("--samples", type=int, default=8, help="G")
     parser.add_argument("--prompts-per-update", type=int, default=32, help="B_mini")
-    parser.add_argument("--dataset", type=int, default=40_315, help="prompts in the data set (DeepScaleR: 40,315)")
+    parser.add_argument(
+        "--dataset", type=int, default=40_315, help="prompts in the data set (DeepScaleR: 40,315)"
+    )
     parser.add_argument("--mean-response-tokens", type=float, default=512)
     parser.add_argument("--max-response-tokens", type=int, default=3072)
     parser.add_argument("--updates", type=int, default=4, help="updates timed with the stand-in policy")
@@ -263,9 +311,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--one", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    common = dict(samples=args.samples, prompts_per_update=args.prompts_per_update, dataset=args.dataset,
-                  mean_response_tokens=args.mean_response_tokens, max_response_tokens=args.max_response_tokens,
-                  updates=args.updates, math_workers=args.math_workers)
+    common = dict(
+        samples=args.samples,
+        prompts_per_update=args.prompts_per_update,
+        dataset=args.dataset,
+        mean_response_tokens=args.mean_response_tokens,
+        max_response_tokens=args.max_response_tokens,
+        updates=args.updates,
+        math_workers=args.math_workers,
+    )
     if args.one is not None:  # a child process: one size, figures as JSON on the last line
         prompts = max(args.prompts_per_update, int(args.prompts * args.one))
         out = args.out / f"size-{prompts}"
@@ -276,7 +330,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     rows = []
     for fraction in [float(f) for f in args.fractions.split(",")]:
-        cmd = [sys.executable, __file__, "--one", str(fraction), *(argv if argv is not None else sys.argv[1:])]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--one",
+            str(fraction),
+            *(argv if argv is not None else sys.argv[1:]),
+        ]
         print(f"running {fraction:g} of the stage: {' '.join(cmd[1:])}", flush=True)
         start = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -63,8 +63,10 @@ class Row:
     jobs: int
 
     def line(self) -> str:
-        return (f"| {self.system} | {self.workload} | {self.concurrency} | {self.tests_per_s:.0f} | "
-                f"{self.p50_ms:.1f} | {self.p95_ms:.1f} | {self.jobs} |")
+        return (
+            f"| {self.system} | {self.workload} | {self.concurrency} | {self.tests_per_s:.0f} | "
+            f"{self.p50_ms:.1f} | {self.p95_ms:.1f} | {self.jobs} |"
+        )
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -73,7 +75,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def _row(system: str, workload: str, conc: int, lat: list[float], wall: float, tests_per_job: int) -> Row:
-    return Row(system, workload, conc, len(lat) * tests_per_job / wall, _pct(lat, 0.5), _pct(lat, 0.95), len(lat))
+    return Row(
+        system, workload, conc, len(lat) * tests_per_job / wall, _pct(lat, 0.5), _pct(lat, 0.95), len(lat)
+    )
 
 
 async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -> list[Row]:
@@ -148,8 +152,9 @@ async def under_attack(backend, name: str, jobs: int, conc: int = 2) -> Row:  # 
 
 
 def _fresh_subprocess(program: str, stdin: str) -> str:
-    return subprocess.run([PY, "-I", "-S", "-c", program], input=stdin.encode(), capture_output=True,
-                          check=True).stdout.decode()
+    return subprocess.run(
+        [PY, "-I", "-S", "-c", program], input=stdin.encode(), capture_output=True, check=True
+    ).stdout.decode()
 
 
 def _forked(program: str, stdin: str) -> str:
@@ -199,6 +204,7 @@ def bench_floors(concs: list[int], jobs: int) -> list[Row]:
     for workload, (program, inputs, _) in WORKLOADS.items():
         n = max(4, jobs // len(inputs)) if len(inputs) > 1 else jobs
         for conc in concs:
+
             def one(_: int) -> float:
                 t = time.perf_counter()
                 for stdin in inputs:  # noqa: B023
@@ -208,16 +214,32 @@ def bench_floors(concs: list[int], jobs: int) -> list[Row]:
             start = time.perf_counter()
             with ThreadPoolExecutor(conc) as pool:
                 lat = list(pool.map(one, range(n)))
-            rows.append(_row("floor: fresh python3 -I -S", workload, conc, lat, time.perf_counter() - start,
-                             len(inputs)))
+            rows.append(
+                _row(
+                    "floor: fresh python3 -I -S",
+                    workload,
+                    conc,
+                    lat,
+                    time.perf_counter() - start,
+                    len(inputs),
+                )
+            )
             print(rows[-1].line(), flush=True)
             ctx = mp.get_context("fork")
             start = time.perf_counter()
             with ctx.Pool(conc) as pool:
                 parts = pool.map(_fork_worker, [(program, inputs, max(1, n // conc))] * conc)
             lat = [x for part in parts for x in part]
-            rows.append(_row("floor: fork of a started interpreter", workload, conc, lat,
-                             time.perf_counter() - start, len(inputs)))
+            rows.append(
+                _row(
+                    "floor: fork of a started interpreter",
+                    workload,
+                    conc,
+                    lat,
+                    time.perf_counter() - start,
+                    len(inputs),
+                )
+            )
             print(rows[-1].line(), flush=True)
     return rows
 
@@ -225,9 +247,23 @@ def bench_floors(concs: list[int], jobs: int) -> list[Row]:
 def bench_docker_run(image: str, concs: list[int], n: int) -> list[Row]:
     rows = []
     program, inputs, _ = WORKLOADS["a+b"]
-    cmd = ["docker", "run", "--rm", "-i", "--network", "none", "--entrypoint", "python3", image,
-           "-I", "-S", "-c", program]
+    cmd = [
+        "docker",
+        "run",
+        "--rm",
+        "-i",
+        "--network",
+        "none",
+        "--entrypoint",
+        "python3",
+        image,
+        "-I",
+        "-S",
+        "-c",
+        program,
+    ]
     for conc in concs:
+
         def one(_: int) -> float:
             t = time.perf_counter()
             subprocess.run(cmd, input=inputs[0].encode(), capture_output=True, check=True)  # noqa: B023
@@ -274,11 +310,15 @@ def main() -> None:
     p.add_argument("--concurrency", default="1,2,8")
     p.add_argument("--jobs", type=int, default=200, help="jobs per cell (30-test cells: jobs/30, at least 4)")
     p.add_argument("--containers", type=int, default=8)
-    p.add_argument("--slots", type=int, default=1, help="slots per container (docker); local gets containers x slots")
+    p.add_argument(
+        "--slots", type=int, default=1, help="slots per container (docker); local gets containers x slots"
+    )
     p.add_argument("--image", default="mucode-sandbox:latest")
     p.add_argument("--docker-run-programs", type=int, default=16)
     p.add_argument("--no-floors", action="store_true")
-    p.add_argument("--no-fair-cgroup", action="store_true", help="do not weight this process like the /docker cgroup")
+    p.add_argument(
+        "--no-fair-cgroup", action="store_true", help="do not weight this process like the /docker cgroup"
+    )
     p.add_argument("--compare-dir", help="A/B against the executor in this dir (local) ...")
     p.add_argument("--compare-image", help="... and this sandbox image (docker)")
     p.add_argument("--rounds", type=int, default=6, help="A/B: interleaved rounds")
@@ -302,7 +342,9 @@ def _executor_cpu_s(backend) -> float:  # type: ignore[no-untyped-def]
         return cpu_s(backend._proc.pid)
     total = 0.0
     for name in backend.container_names:
-        cid = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True).stdout.strip()
+        cid = subprocess.run(
+            ["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True
+        ).stdout.strip()
         usage = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
         total += int(usage.read_text()) / 1e9 if usage.exists() else float("nan")
     return total
@@ -313,14 +355,18 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
     import statistics
 
     if kind == "local":
-        old = make_backend("local", slots=4, uid_base=62100, executor_dir=args.compare_dir, health_interval_s=0)
+        old = make_backend(
+            "local", slots=4, uid_base=62100, executor_dir=args.compare_dir, health_interval_s=0
+        )
         new = make_backend("local", slots=4, uid_base=62200, health_interval_s=0)
     else:
-        old = make_backend("docker", containers=4, uid_base=12100, image=args.compare_image, health_interval_s=0)
+        old = make_backend(
+            "docker", containers=4, uid_base=12100, image=args.compare_image, health_interval_s=0
+        )
         new = make_backend("docker", containers=4, uid_base=12200, image=args.image, health_interval_s=0)
     for flag in ("--deadline-slack-s",):  # options an older executor may not know
         i = old.executor_args.index(flag)  # type: ignore[attr-defined]
-        del old.executor_args[i:i + 2]  # type: ignore[attr-defined]
+        del old.executor_args[i : i + 2]  # type: ignore[attr-defined]
     one = CodeJob(A_PLUS_B, TestSpec("stdio", ["3 4\n"], ["7"]))
     thirty = CodeJob(A_PLUS_B, TestSpec("stdio", *WORKLOADS["30 tests"][1:]))
 
@@ -337,7 +383,8 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
         await asyncio.gather(*(one_job() for _ in range(n)))
         tests = n * len(job.tests.inputs)
         cpu.setdefault(id(b), {}).setdefault((len(job.tests.inputs), conc), []).append(
-            (_executor_cpu_s(b) - c0) * 1000 / tests)
+            (_executor_cpu_s(b) - c0) * 1000 / tests
+        )
         return tests / (time.perf_counter() - t0)
 
     await old.start()
@@ -349,33 +396,44 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
             for _ in range(5):
                 await b.judge(one)
         for r in range(args.rounds):
-            for name, b in ((("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old))):
+            for name, b in (("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old)):
                 for wl, job, n in (("a+b", one, 60), ("30 tests", thirty, 4)):
                     for conc in (1, 4):
                         res.setdefault((wl, conc, name), []).append(await cell(b, job, conc, n))
     finally:
         await old.close()
         await new.close()
-    print(f"# {kind}: A/B, median tests/s over {args.rounds} interleaved rounds, load {os.getloadavg()[0]:.1f}")
-    print("| backend | workload | concurrency | old tests/s | new tests/s | new/old "
-          "| old executor CPU ms/test | new | new/old |\n|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"# {kind}: A/B, median tests/s over {args.rounds} interleaved rounds, load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "| backend | workload | concurrency | old tests/s | new tests/s | new/old "
+        "| old executor CPU ms/test | new | new/old |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for wl, job in (("a+b", one), ("30 tests", thirty)):
         for conc in (1, 4):
             o, n = (statistics.median(res[(wl, conc, v)]) for v in ("old", "new"))
             co, cn = (statistics.median(cpu[id(b)][(len(job.tests.inputs), conc)]) for b in (old, new))
-            print(f"| {kind} | {wl} | {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} | {co:.2f} | {cn:.2f} | {cn / co:.2f} |")
+            print(
+                f"| {kind} | {wl} | {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} | {co:.2f} | {cn:.2f} | {cn / co:.2f} |"
+            )
 
 
 def run(args: argparse.Namespace, fair: bool) -> None:
     concs = [int(c) for c in args.concurrency.split(",")]
-    print(f"# sandbox bench, {os.cpu_count()} cores, load before: {os.getloadavg()[0]:.2f}, "
-          f"bench in a CPU cgroup weighted like /docker: {fair}")
+    print(
+        f"# sandbox bench, {os.cpu_count()} cores, load before: {os.getloadavg()[0]:.2f}, "
+        f"bench in a CPU cgroup weighted like /docker: {fair}"
+    )
     print("| system | workload | concurrency | tests/s | p50 ms/job | p95 ms/job | jobs |")
     print("|---|---|---|---|---|---|---|")
     rows: list[Row] = []
     for name in [b for b in args.backends.split(",") if b]:
-        opts = ({"containers": args.containers, "slots_per_container": args.slots, "health_interval_s": 0}
-                if name == "docker" else {"slots": args.slots * args.containers, "health_interval_s": 0})
+        opts = (
+            {"containers": args.containers, "slots_per_container": args.slots, "health_interval_s": 0}
+            if name == "docker"
+            else {"slots": args.slots * args.containers, "health_interval_s": 0}
+        )
         rows += asyncio.run(bench_backend(name, opts, concs, args.jobs))
     if not args.no_floors:
         rows += bench_floors(concs, args.jobs)
@@ -386,11 +444,15 @@ def run(args: argparse.Namespace, fair: bool) -> None:
     for conc in concs:
         d, f = by.get(("docker", "a+b", conc)), by.get(("floor: fresh python3 -I -S", "a+b", conc))
         if d and f:
-            print(f"# a+b at concurrency {conc}: docker {d:.0f} tests/s = {d / f:.2f}x the fresh-subprocess floor")
+            print(
+                f"# a+b at concurrency {conc}: docker {d:.0f} tests/s = {d / f:.2f}x the fresh-subprocess floor"
+            )
     run1 = by.get(("docker run per program", "a+b", 1))
     if run1:
         best = max((v for (s, w, _), v in by.items() if s == "docker" and w == "a+b"), default=0)
-        print(f"# a+b: docker backend best {best:.0f} tests/s = {best / run1:.1f}x one `docker run` per program")
+        print(
+            f"# a+b: docker backend best {best:.0f} tests/s = {best / run1:.1f}x one `docker run` per program"
+        )
 
 
 if __name__ == "__main__":

@@ -40,44 +40,81 @@ ROOT = Path(__file__).resolve().parents[1]
 ADD = "def add(a, b):\n    return a + b\n"
 ADD_TESTS = "assert add(1, 2) == 3\nassert add(20, 22) == 42\n"
 CORRECT = [
-    ("a+b", "a, b = map(int, input().split())\nprint(a + b)\n",
-     {"format": "stdio", "inputs": ["2 3\n", "10 -4\n"], "outputs": ["5", "6"]}),
-    ("call", "class Solution:\n    def twice(self, x):\n        return 2 * x\n",
-     {"format": "call", "inputs": ["3", "-1"], "outputs": ["6", "-2"], "fn_name": "twice"}),
+    (
+        "a+b",
+        "a, b = map(int, input().split())\nprint(a + b)\n",
+        {"format": "stdio", "inputs": ["2 3\n", "10 -4\n"], "outputs": ["5", "6"]},
+    ),
+    (
+        "call",
+        "class Solution:\n    def twice(self, x):\n        return 2 * x\n",
+        {"format": "call", "inputs": ["3", "-1"], "outputs": ["6", "-2"], "fn_name": "twice"},
+    ),
     ("assert", ADD, {"format": "assert", "assert_code": ADD_TESTS}),
-    ("numpy", "import numpy as np\nprint(int(np.arange(int(input())).sum()))\n",
-     {"format": "stdio", "inputs": ["10\n"], "outputs": ["45"]}),
+    (
+        "numpy",
+        "import numpy as np\nprint(int(np.arange(int(input())).sum()))\n",
+        {"format": "stdio", "inputs": ["10\n"], "outputs": ["45"]},
+    ),
 ]
 _STDIO = {"format": "stdio", "inputs": ["1\n"], "outputs": ["2"]}
 HOSTILE = [
-    ("fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", _STDIO),
-    ("sigstop", "import os, signal\nfor _ in range(3):\n    if os.fork() == 0:\n        break\n"
-                "while True:\n    try:\n        os.kill(-1, signal.SIGSTOP)\n    except OSError:\n        pass\n",
-     _STDIO),
-    ("chmod 000 + deep tree", "import os\nos.makedirs('a/b')\nos.chmod('a', 0)\nfd = os.open('.', os.O_RDONLY)\n"
-                              "for i in range(300):\n    os.mkdir('d', dir_fd=fd)\n"
-                              "    n = os.open('d', os.O_RDONLY, dir_fd=fd)\n    os.close(fd)\n    fd = n\n"
-                              "os.chmod('.', 0)\nprint(3)\n", _STDIO),
-    ("shm leak", "import ctypes\nlibc = ctypes.CDLL(None)\nfor i in range(8):\n"
-                 "    libc.shmget(0x6d75 + i, 4 << 20, 0o1666)\nprint(3)\n", _STDIO),
-    ("assert forged by exit", "def add(a, b):\n    return 0\nimport os\nos._exit(0)\n",
-     {"format": "assert", "assert_code": ADD_TESTS}),
-    ("assert forged by always-equal", "class E:\n    def __eq__(self, o):\n        return True\n"
-                                      "def add(a, b):\n    return E()\n",
-     {"format": "assert", "assert_code": ADD_TESTS}),
+    (
+        "fork bomb",
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        _STDIO,
+    ),
+    (
+        "sigstop",
+        "import os, signal\nfor _ in range(3):\n    if os.fork() == 0:\n        break\n"
+        "while True:\n    try:\n        os.kill(-1, signal.SIGSTOP)\n    except OSError:\n        pass\n",
+        _STDIO,
+    ),
+    (
+        "chmod 000 + deep tree",
+        "import os\nos.makedirs('a/b')\nos.chmod('a', 0)\nfd = os.open('.', os.O_RDONLY)\n"
+        "for i in range(300):\n    os.mkdir('d', dir_fd=fd)\n"
+        "    n = os.open('d', os.O_RDONLY, dir_fd=fd)\n    os.close(fd)\n    fd = n\n"
+        "os.chmod('.', 0)\nprint(3)\n",
+        _STDIO,
+    ),
+    (
+        "shm leak",
+        "import ctypes\nlibc = ctypes.CDLL(None)\nfor i in range(8):\n"
+        "    libc.shmget(0x6d75 + i, 4 << 20, 0o1666)\nprint(3)\n",
+        _STDIO,
+    ),
+    (
+        "assert forged by exit",
+        "def add(a, b):\n    return 0\nimport os\nos._exit(0)\n",
+        {"format": "assert", "assert_code": ADD_TESTS},
+    ),
+    (
+        "assert forged by always-equal",
+        "class E:\n    def __eq__(self, o):\n        return True\ndef add(a, b):\n    return E()\n",
+        {"format": "assert", "assert_code": ADD_TESTS},
+    ),
     ("control garbage", "import os\nos.write(3, b'[' * 100000 + b'\\n')\nprint(3)\n", _STDIO),
-    ("unwaited children", "import os, time\nr, w = os.pipe()\nfor _ in range(2):\n    if os.fork() == 0:\n"
-                          "        t = time.process_time()\n        while time.process_time() - t < 0.8:\n"
-                          "            pass\n        os.write(w, b'x')\n        os._exit(0)\n"
-                          "got = b''\nwhile len(got) < 2:\n    got += os.read(r, 2)\nprint(2)\n", _STDIO),
+    (
+        "unwaited children",
+        "import os, time\nr, w = os.pipe()\nfor _ in range(2):\n    if os.fork() == 0:\n"
+        "        t = time.process_time()\n        while time.process_time() - t < 0.8:\n"
+        "            pass\n        os.write(w, b'x')\n        os._exit(0)\n"
+        "got = b''\nwhile len(got) < 2:\n    got += os.read(r, 2)\nprint(2)\n",
+        _STDIO,
+    ),
     ("memory bomb", "x = []\nwhile True:\n    x.append(bytearray(16 << 20))\n", _STDIO),
 ]
 INFRA = INFRA_STATUSES
 
 
 def item(i: int, program: str, tests: dict) -> dict:
-    return {"id": f"s{i}", "program": "code", "response": f"```python\n{program}```",
-            "spec": {"tests": tests, "time_limit_s": 1.0, "memory_limit_mb": 512}}
+    return {
+        "id": f"s{i}",
+        "program": "code",
+        "response": f"```python\n{program}```",
+        "spec": {"tests": tests, "time_limit_s": 1.0, "memory_limit_mb": 512},
+    }
 
 
 class Tally:
@@ -138,7 +175,9 @@ async def soak(url: str, seconds: float, concurrency: int, seed: int) -> None:
         poller = asyncio.create_task(readiness(client, url, tally, stop))
         end = time.monotonic() + seconds
         t0 = time.monotonic()
-        await asyncio.gather(*(worker(client, url, tally, end, random.Random(seed + k)) for k in range(concurrency)))
+        await asyncio.gather(
+            *(worker(client, url, tally, end, random.Random(seed + k)) for k in range(concurrency))
+        )
         elapsed = time.monotonic() - t0
         await asyncio.sleep(3.0)  # let the last clean-ups finish
         stop.set()
@@ -146,25 +185,46 @@ async def soak(url: str, seconds: float, concurrency: int, seed: int) -> None:
         end_pool = await pool(client, url)
     lost = int(start_pool.get("pool_size", 0)) - int(end_pool.get("pool_size", 0))
     print(f"# soak: {elapsed:.0f} s, concurrency {concurrency}, {url}")
-    print("| items | correct sent | hostile sent | misjudged | infra statuses | slots lost | idle at end "
-          "| /readyz ok | /readyz not ok | misjudged while ready |")
+    print(
+        "| items | correct sent | hostile sent | misjudged | infra statuses | slots lost | idle at end "
+        "| /readyz ok | /readyz not ok | misjudged while ready |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {sum(tally.sent.values())} | {tally.sent['correct']} | {tally.sent['hostile']} | {len(tally.misjudged)} "
-          f"| {len(tally.infra)} | {lost} | {end_pool.get('idle')}/{end_pool.get('pool_size')} | {tally.ready_ok} "
-          f"| {tally.ready_not_ok} | {tally.misjudged_while_ready} |")
+    print(
+        f"| {sum(tally.sent.values())} | {tally.sent['correct']} | {tally.sent['hostile']} | {len(tally.misjudged)} "
+        f"| {len(tally.infra)} | {lost} | {end_pool.get('idle')}/{end_pool.get('pool_size')} | {tally.ready_ok} "
+        f"| {tally.ready_not_ok} | {tally.misjudged_while_ready} |"
+    )
     for line in (tally.misjudged + tally.infra)[:20]:
         print(f"#   {line}")
-    print(f"# final readiness: {json.dumps({k: end_pool.get(k) for k in ('ok', 'pool_size', 'idle', 'stuck_slots')})}")
+    print(
+        f"# final readiness: {json.dumps({k: end_pool.get(k) for k in ('ok', 'pool_size', 'idle', 'stuck_slots')})}"
+    )
 
 
 def start_local_service(slots: int, uid_base: int) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "MUCODE_BACKEND_OPTIONS": json.dumps({"slots": slots, "uid_base": uid_base}),
-           "MUCODE_PROGRAMS": '["code"]'}
-    cmd = [sys.executable, "-m", "mucode.cli", "serve", "--backend", "local", "--host", "127.0.0.1",
-           "--port", str(port), "--log-level", "warning"]
+    env = {
+        **os.environ,
+        "MUCODE_BACKEND_OPTIONS": json.dumps({"slots": slots, "uid_base": uid_base}),
+        "MUCODE_PROGRAMS": '["code"]',
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "mucode.cli",
+        "serve",
+        "--backend",
+        "local",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -185,7 +245,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=600.0)
     p.add_argument("--concurrency", type=int, default=4)
-    p.add_argument("--url", help="a running verifier on loopback (default: start mucode serve --backend local)")
+    p.add_argument(
+        "--url", help="a running verifier on loopback (default: start mucode serve --backend local)"
+    )
     p.add_argument("--slots", type=int, default=2)
     p.add_argument("--uid-base", type=int, default=62000)
     p.add_argument("--seed", type=int, default=0)

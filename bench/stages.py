@@ -12,7 +12,8 @@ number of optimizer updates; they differ only in the objective and the staging:
 Every stage samples B_mini × μ prompts, so both generate the same number of responses in total.
 Printed per run: wall-clock per phase (rollout, verify tail, optimize, hand-over) and in total,
 engine switches, and reward: of the first and last stages' rollouts (β_0, β_last) and, when
-``train.final_rollout_prompts`` > 0 (configs/tiny.yaml sets 64), of the final policy. On this repository's CPU machines the hf engine shares the trainer's process, so an
+``train.final_rollout_prompts`` > 0 (configs/tiny.yaml sets 64), of the final policy. On this repository's CPU
+machines the hf engine shares the trainer's process, so an
 engine switch costs little here; with vLLM on GPUs each switch reloads the engine and the gap grows.
 """
 

@@ -46,15 +46,28 @@ def code_items(n: int) -> list[dict]:
     for i in range(n):
         inputs = [f"{i} {k} {i * k}\n" for k in range(3)]
         outputs = [f"{i + k + i * k}\n" for k in range(3)]
-        items.append({"id": f"c{i}", "program": "code", "response": f"```python\n{PROGRAM}```",
-                      "spec": {"tests": {"format": "stdio", "inputs": inputs, "outputs": outputs}}})
+        items.append(
+            {
+                "id": f"c{i}",
+                "program": "code",
+                "response": f"```python\n{PROGRAM}```",
+                "spec": {"tests": {"format": "stdio", "inputs": inputs, "outputs": outputs}},
+            }
+        )
     return items
 
 
 def math_items(n: int) -> list[dict]:
     rows = [json.loads(line) for line in MATH500.read_text().splitlines() if line.strip()]
-    return [{"id": f"m{i}", "program": "math", "response": rows[i % len(rows)]["solution"],
-             "spec": {"answer": rows[i % len(rows)]["answer"]}} for i in range(n)]
+    return [
+        {
+            "id": f"m{i}",
+            "program": "math",
+            "response": rows[i % len(rows)]["solution"],
+            "spec": {"answer": rows[i % len(rows)]["answer"]},
+        }
+        for i in range(n)
+    ]
 
 
 async def bench_sandbox_direct(items: list[dict], backend_options: dict) -> tuple[float, float]:
@@ -82,8 +95,9 @@ async def bench_sandbox_direct(items: list[dict], backend_options: dict) -> tupl
     return len(items) / wall, 1000 * cpu / len(items)
 
 
-async def bench_http(url: str, pid: int, items: list[dict], warmup: list[dict], batch: int,
-                     concurrency: int) -> tuple[float, float, dict[str, int]]:
+async def bench_http(
+    url: str, pid: int, items: list[dict], warmup: list[dict], batch: int, concurrency: int
+) -> tuple[float, float, dict[str, int]]:
     """(items/s, CPU ms per item in the service's process tree, statuses) through /v1/verify."""
     from mucode.verifier.client import VerifierClient
     from proctree import cpu_s
@@ -129,11 +143,21 @@ class Service:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        env = {**os.environ, "MUCODE_PORT": str(self.port), "MUCODE_BACKEND": backend, "MUCODE_RUN_CODE": "false",
-               "MUCODE_BACKEND_OPTIONS": json.dumps(backend_options), "MUCODE_MATH_WORKERS": str(math_workers),
-               "MUCODE_PROGRAMS": '["code", "math"]'}
-        self.proc = subprocess.Popen([sys.executable, "-m", "mucode.verifier"], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {
+            **os.environ,
+            "MUCODE_PORT": str(self.port),
+            "MUCODE_BACKEND": backend,
+            "MUCODE_RUN_CODE": "false",
+            "MUCODE_BACKEND_OPTIONS": json.dumps(backend_options),
+            "MUCODE_MATH_WORKERS": str(math_workers),
+            "MUCODE_PROGRAMS": '["code", "math"]',
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mucode.verifier"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -162,17 +186,33 @@ def bench_big_tests(mb: float, samples: int, backend: str, backend_options: dict
 
     n_tests = 12
     lengths = [int(mb * 1e6) // n_tests + k for k in range(n_tests)]
-    tests = {"format": "stdio", "inputs": ["a" * n + "\n" for n in lengths], "outputs": [f"{n}\n" for n in lengths]}
+    tests = {
+        "format": "stdio",
+        "inputs": ["a" * n + "\n" for n in lengths],
+        "outputs": [f"{n}\n" for n in lengths],
+    }
     right = "```python\nimport sys\nprint(len(sys.stdin.read().strip()))\n```"
-    items = [{"id": f"s{k}", "program": "code", "response": right if k % 2 else "```python\nprint(0)\n```",
-              "spec": {"tests": tests, "time_limit_s": 10}} for k in range(samples)]
+    items = [
+        {
+            "id": f"s{k}",
+            "program": "code",
+            "response": right if k % 2 else "```python\nprint(0)\n```",
+            "spec": {"tests": tests, "time_limit_s": 10},
+        }
+        for k in range(samples)
+    ]
     set_mb = len(canonical_json(tests)) / 1e6
     inlined_mb = len(json.dumps({"items": items})) / 1e6
     service = Service(backend_options, 1, backend=backend)
 
     def sent() -> int:
         text = httpx.get(f"{service.url}/metrics").text
-        return int(sum(float(x) for x in re.findall(r'^verifier_requests_total\{[^}]*/v1/verify[^}]*\} (\S+)$', text, re.M)))
+        return int(
+            sum(
+                float(x)
+                for x in re.findall(r"^verifier_requests_total\{[^}]*/v1/verify[^}]*\} (\S+)$", text, re.M)
+            )
+        )
 
     try:
         before, c0 = sent(), cpu_s(service.proc.pid)
@@ -190,10 +230,12 @@ def bench_big_tests(mb: float, samples: int, backend: str, backend_options: dict
     finally:
         service.close()
     statuses = [r.status.value for r in results]
-    print(f"\n| test set | samples | inlined request | cap | requests sent | wall s | service CPU s | "
-          f"client peak MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-          f"| {set_mb:.1f} MB | {samples} | {inlined_mb:.1f} MB | {DEFAULT_MAX_REQUEST_BYTES / 2**20:.0f} MiB | "
-          f"{requests} | {wall:.2f} | {cpu:.2f} | {peak / 1e6:.1f} |")
+    print(
+        f"\n| test set | samples | inlined request | cap | requests sent | wall s | service CPU s | "
+        f"client peak MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        f"| {set_mb:.1f} MB | {samples} | {inlined_mb:.1f} MB | {DEFAULT_MAX_REQUEST_BYTES / 2**20:.0f} MiB | "
+        f"{requests} | {wall:.2f} | {cpu:.2f} | {peak / 1e6:.1f} |"
+    )
     print(f"statuses: {statuses}")
 
 
@@ -204,17 +246,29 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="alternating passes; the best of each path is kept")
     ap.add_argument("--containers", type=int, default=2)
     ap.add_argument("--slots", type=int, default=2, help="slots per sandbox container")
-    ap.add_argument("--math-workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
-                    help="math-verify workers (default: cores - 1, leaving one for the server and this client)")
+    ap.add_argument(
+        "--math-workers",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) - 1),
+        help="math-verify workers (default: cores - 1, leaving one for the server and this client)",
+    )
     ap.add_argument("--batch", type=int, default=32, help="items per HTTP request")
     ap.add_argument("--concurrency", type=int, default=4, help="HTTP requests in flight")
-    ap.add_argument("--load-seconds", type=float, default=0.0, help="also run a fixed-rate load test this long")
+    ap.add_argument(
+        "--load-seconds", type=float, default=0.0, help="also run a fixed-rate load test this long"
+    )
     ap.add_argument("--load-rate", type=float, default=8.0, help="requests/s of the load test (4 items each)")
-    ap.add_argument("--big-tests-mb", type=float, default=0.0, help="also send one problem with this many MB of tests")
+    ap.add_argument(
+        "--big-tests-mb", type=float, default=0.0, help="also send one problem with this many MB of tests"
+    )
     ap.add_argument("--samples", type=int, default=8, help="samples of the --big-tests-mb problem")
     ap.add_argument("--only-big-tests", action="store_true", help="run only the --big-tests-mb row")
-    ap.add_argument("--backend", choices=["docker", "local"], default="docker",
-                    help="sandbox backend of the --big-tests-mb service (the other rows use docker)")
+    ap.add_argument(
+        "--backend",
+        choices=["docker", "local"],
+        default="docker",
+        help="sandbox backend of the --big-tests-mb service (the other rows use docker)",
+    )
     args = ap.parse_args()
 
     backend_options = {"containers": args.containers, "slots_per_container": args.slots}
@@ -228,9 +282,12 @@ def main() -> None:
     # see inputs, so each side scores the measured items once, unmeasured, before the timed pass.
     maths = math_items(min(args.math_items, 500))
     math_warm = maths
-    print(f"# verifier bench: {os.cpu_count()} cores (load avg {os.getloadavg()[0]:.1f} at start), "
-          f"{args.containers}x{args.slots} sandbox slots, {args.math_workers} math workers, "
-          f"HTTP batches of {args.batch} x {args.concurrency} in flight", flush=True)
+    print(
+        f"# verifier bench: {os.cpu_count()} cores (load avg {os.getloadavg()[0]:.1f} at start), "
+        f"{args.containers}x{args.slots} sandbox slots, {args.math_workers} math workers, "
+        f"HTTP batches of {args.batch} x {args.concurrency} in flight",
+        flush=True,
+    )
 
     best: dict[str, tuple[float, float]] = {}
     statuses: dict[str, dict[str, int]] = {}
@@ -246,32 +303,48 @@ def main() -> None:
         service = Service(backend_options, args.math_workers)
         try:
             rate, cpu, statuses["code HTTP"] = asyncio.run(
-                bench_http(service.url, service.proc.pid, codes, codes[:16], args.batch, args.concurrency))
+                bench_http(service.url, service.proc.pid, codes, codes[:16], args.batch, args.concurrency)
+            )
             keep("http_code", rate, cpu)
             rate, cpu, statuses["math HTTP"] = asyncio.run(
-                bench_http(service.url, service.proc.pid, maths, math_warm, args.batch, args.concurrency))
+                bench_http(service.url, service.proc.pid, maths, math_warm, args.batch, args.concurrency)
+            )
             keep("http_math", rate, cpu)
         finally:
             service.close()
-        print(f"pass {rep + 1} done (load avg {os.getloadavg()[0]:.1f}); best so far: "
-              + ", ".join(f"{k} {v[0]:.1f}/s {v[1]:.1f} CPU ms" for k, v in best.items()), flush=True)
+        print(
+            f"pass {rep + 1} done (load avg {os.getloadavg()[0]:.1f}); best so far: "
+            + ", ".join(f"{k} {v[0]:.1f}/s {v[1]:.1f} CPU ms" for k, v in best.items()),
+            flush=True,
+        )
 
     d, hc, ip, hm = best["direct"], best["http_code"], best["in_process"], best["http_math"]
     per_core_http, per_core_local = 1000 / hm[1], 1000 / ip[1]
     rows = [
         ("code, sandbox direct (DockerPoolBackend.judge)", d, "", ""),
-        ("code, HTTP /v1/verify", hc, f"throughput {hc[0] / d[0]:.0%} of direct",
-         "PASS" if hc[0] >= 0.8 * d[0] else "MISS (target: HTTP costs <= 20%)"),
+        (
+            "code, HTTP /v1/verify",
+            hc,
+            f"throughput {hc[0] / d[0]:.0%} of direct",
+            "PASS" if hc[0] >= 0.8 * d[0] else "MISS (target: HTTP costs <= 20%)",
+        ),
         ("math, math-verify in-process", ip, f"{per_core_local:.1f} items per CPU-s", ""),
-        (f"math, HTTP ({args.math_workers} worker(s); CPU = server + workers)", hm,
-         f"{per_core_http:.1f} items per CPU-s = {per_core_http / per_core_local:.0%} of in-process",
-         "PASS" if per_core_http >= 0.7 * per_core_local else "MISS (target >= 70% per core)"),
+        (
+            f"math, HTTP ({args.math_workers} worker(s); CPU = server + workers)",
+            hm,
+            f"{per_core_http:.1f} items per CPU-s = {per_core_http / per_core_local:.0%} of in-process",
+            "PASS" if per_core_http >= 0.7 * per_core_local else "MISS (target >= 70% per core)",
+        ),
     ]
-    print("\n| path | items/s (wall) | CPU ms/item (verifier side) | ratio | target |\n|---|---:|---:|---|---|")
+    print(
+        "\n| path | items/s (wall) | CPU ms/item (verifier side) | ratio | target |\n|---|---:|---:|---|---|"
+    )
     for name, (rate, cpu), ratio, target in rows:
         print(f"| {name} | {rate:.1f} | {cpu:.1f} | {ratio} | {target} |")
-    print("\nCPU ms/item counts the verifier's side only: this process for the direct rows, the service's "
-          "process tree for HTTP rows (not the sandbox containers, not the HTTP client).")
+    print(
+        "\nCPU ms/item counts the verifier's side only: this process for the direct rows, the service's "
+        "process tree for HTTP rows (not the sandbox containers, not the HTTP client)."
+    )
     print(f"statuses: {statuses}")
     print(f"load avg at end {os.getloadavg()[0]:.1f}", flush=True)
 
@@ -284,8 +357,16 @@ def run_load_test(args: argparse.Namespace, backend_options: dict) -> None:
 
     service = Service(backend_options, args.math_workers)
     try:
-        report = asyncio.run(run_load(service.url, mixed_batch, rate_per_s=args.load_rate,
-                                      duration_s=args.load_seconds, check=wanted, server_pid=service.proc.pid))
+        report = asyncio.run(
+            run_load(
+                service.url,
+                mixed_batch,
+                rate_per_s=args.load_rate,
+                duration_s=args.load_seconds,
+                check=wanted,
+                server_pid=service.proc.pid,
+            )
+        )
     finally:
         service.close()
     print(f"\nload test ({args.load_rate:g} req/s x 4 items, {args.load_seconds:g} s): {report.summary()}")

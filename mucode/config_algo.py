@@ -35,8 +35,14 @@ from pydantic import (
 
 from mucode.algo.modes import StdEstimator
 
-__all__ = ["SECTION_CONFIG", "AlgoConfig", "ObjectiveParamError", "nest_params", "objective_param_keys",
-           "objective_params"]
+__all__ = [
+    "SECTION_CONFIG",
+    "AlgoConfig",
+    "ObjectiveParamError",
+    "nest_params",
+    "objective_param_keys",
+    "objective_params",
+]
 
 SECTION_CONFIG = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 """Every config section: unknown keys are errors, assignments are validated, field docstrings are docs."""
@@ -97,8 +103,10 @@ class AlgoConfig(BaseModel):
 
         expected = get_objective(self.objective).params_type
         if type(self.params) is not expected:  # e.g. `cfg.algo.objective = ...` assigned alone
-            raise ValueError(f"algo.params is a {type(self.params).__name__}, but algo.objective="
-                             f"{self.objective} takes {expected.__name__}; set both together")
+            raise ValueError(
+                f"algo.params is a {type(self.params).__name__}, but algo.objective="
+                f"{self.objective} takes {expected.__name__}; set both together"
+            )
         return self
 
 
@@ -177,7 +185,12 @@ def _attribute_docs(cls: type) -> dict[str, str]:
             continue
         statements = getattr(body, "body", [])
         for stmt, nxt in zip(statements, statements[1:], strict=False):
-            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
-                    and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)
+            ):
                 docs[stmt.target.id] = " ".join(nxt.value.value.split())
     return docs

@@ -48,7 +48,11 @@ INFRA_STATUSES: frozenset[Status] = frozenset({Status.verifier_error, Status.san
 Members compare equal to their string values, so ``"sandbox_error" in INFRA_STATUSES`` holds."""
 
 
-SANDBOX_VERDICTS: frozenset[Status] = frozenset(Status) - {Status.no_code, Status.no_answer, Status.verifier_error}
+SANDBOX_VERDICTS: frozenset[Status] = frozenset(Status) - {
+    Status.no_code,
+    Status.no_answer,
+    Status.verifier_error,
+}
 """The statuses a sandbox gives a job or a test (its verdicts): the item-level ones
 (``no_code``, ``no_answer``) and the service's ``verifier_error`` are never a sandbox verdict."""
 
@@ -70,8 +74,13 @@ class Item(BaseModel):
 
     def wire(self) -> dict[str, Any]:
         """The item as the JSON object sent on the wire (``spec`` objects are shared, not copied)."""
-        return {"id": self.id, "program": self.program, "response": self.response, "spec": self.spec,
-                **(self.model_extra or {})}
+        return {
+            "id": self.id,
+            "program": self.program,
+            "response": self.response,
+            "spec": self.spec,
+            **(self.model_extra or {}),
+        }
 
 
 class Result(BaseModel):
@@ -96,6 +105,7 @@ class Result(BaseModel):
     def infra_failure(cls, item_id: str | None, status: Status, error: str) -> Result:
         """An infrastructure failure: reward 0.0 by convention, but the status marks it as no signal."""
         if status not in INFRA_STATUSES:
-            raise ValueError(f"Result.infra_failure needs an infrastructure status {sorted(INFRA_STATUSES)}, "
-                             f"got {status}")
+            raise ValueError(
+                f"Result.infra_failure needs an infrastructure status {sorted(INFRA_STATUSES)}, got {status}"
+            )
         return cls(id=item_id, reward=0.0, status=status, details={"error": error})

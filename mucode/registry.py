@@ -51,8 +51,14 @@ class Registry(Generic[T]):
     ``select`` loads only the entry points of those names (the others are never imported).
     """
 
-    def __init__(self, kind: str, *, entry_point_group: str | None = None,
-                 adapt: Callable[[object], T] | None = None, select: Collection[str] | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        *,
+        entry_point_group: str | None = None,
+        adapt: Callable[[object], T] | None = None,
+        select: Collection[str] | None = None,
+    ) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
         self._adapt = adapt
@@ -121,8 +127,11 @@ class Registry(Generic[T]):
     def unknown(self, name: str, valid: Iterable[str] | None = None) -> UnknownNameError:
         """The error for a lookup of ``name``, listing ``valid`` (default: the registered names)."""
         listed = ", ".join(sorted(self._items if valid is None else valid)) or "(none registered)"
-        hint = (f" (plug-ins register under the {self.entry_point_group!r} entry-point group)"
-                if self.entry_point_group else "")
+        hint = (
+            f" (plug-ins register under the {self.entry_point_group!r} entry-point group)"
+            if self.entry_point_group
+            else ""
+        )
         return UnknownNameError(f"unknown {self.kind} {name!r}; valid names: {listed}{hint}")
 
     def _load_plugins(self) -> None:
@@ -144,7 +153,9 @@ class Registry(Generic[T]):
                 )
             try:
                 loaded = ep.load()
-                item = self._adapt(loaded) if self._adapt else (loaded() if isinstance(loaded, type) else loaded)
+                item = (
+                    self._adapt(loaded) if self._adapt else (loaded() if isinstance(loaded, type) else loaded)
+                )
             except Exception as exc:
                 self._plugins_loaded = False  # every lookup raises until the package is fixed
                 raise PluginLoadError(

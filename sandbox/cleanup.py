@@ -62,7 +62,7 @@ def _real_uid_and_state(pid: str) -> tuple[int, str] | None:
         with open(f"/proc/{pid}/status", "rb") as f:
             data = f.read(1024)
         i, j = data.index(b"\nState:"), data.index(b"\nUid:")
-        return int(data[j + 5:data.index(b"\t", j + 6)]), data[i + 7:i + 10].strip()[:1].decode()
+        return int(data[j + 5 : data.index(b"\t", j + 6)]), data[i + 7 : i + 10].strip()[:1].decode()
     except (OSError, ValueError):
         return None
 

@@ -40,10 +40,20 @@ LANGUAGES: dict[str, Language] = {
         Language("python-exec", "solution.py", "exec", run=(sys.executable, "-I", "-S", "{src}")),
         # Compile once per job, run the build output per test: the path a C++ entry takes. Here
         # the "compiler" byte-compiles the program (a SyntaxError is a compile_error).
-        Language("python-pyc", "solution.py", "exec",
-                 compile=(sys.executable, "-I", "-S", "-c",
-                          "import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], doraise=True)",
-                          "{src}", "{build}/solution.pyc"),
-                 run=(sys.executable, "-I", "-S", "{build}/solution.pyc")),
+        Language(
+            "python-pyc",
+            "solution.py",
+            "exec",
+            compile=(
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                "import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], doraise=True)",
+                "{src}",
+                "{build}/solution.pyc",
+            ),
+            run=(sys.executable, "-I", "-S", "{build}/solution.pyc"),
+        ),
     )
 }

@@ -85,6 +85,7 @@ def decode_body(body: bytes) -> Frame:
 
 # ---- blocking sockets (the executor, the health check) ----------------------------------------
 
+
 def send_frame(sock: socket.socket, obj: Frame) -> None:
     sock.sendall(encode_frame(obj))
 
@@ -114,6 +115,7 @@ def recv_frame(sock: socket.socket) -> Frame | None:
 
 # ---- asyncio streams (mucode's client) ----------------------------------------------------------
 
+
 async def write_frame(writer: AsyncWriter, obj: Frame) -> None:
     writer.write(encode_frame(obj))
     await writer.drain()
@@ -136,6 +138,7 @@ async def read_frame(reader: AsyncReader) -> Frame | None:
 
 
 # ---- health check -------------------------------------------------------------------------------
+
 
 def ping(ctl_path: str, timeout_s: float = 5.0) -> Frame:
     """The executor's health reply on its control socket ``ctl_path``."""

@@ -60,8 +60,12 @@ def _ctl(event: dict[str, Any]) -> None:
 def _fresh_streams() -> None:
     stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
     stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
-    stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
-                              errors="backslashreplace", line_buffering=True)
+    stderr = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+    )
     sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = stdin, stdout, stderr  # type: ignore[misc]
 
@@ -98,11 +102,18 @@ def plain(x: Any, depth: int = 0) -> object:
     raise NotPlain(getattr(t, "__qualname__", "?"))
 
 
-_BASES = ((int, int.__int__), (float, float.__float__), (str, str.__str__),
-          (bytes, lambda b: bytes.__getitem__(b, slice(None))), (list, list.copy),
-          (tuple, lambda v: tuple.__getitem__(v, slice(None))), (dict, dict.copy), (set, set.copy),
-          (frozenset, frozenset.copy), (complex, lambda c: complex(complex.__getattribute__(c, "real"),
-                                                                   complex.__getattribute__(c, "imag"))))
+_BASES = (
+    (int, int.__int__),
+    (float, float.__float__),
+    (str, str.__str__),
+    (bytes, lambda b: bytes.__getitem__(b, slice(None))),
+    (list, list.copy),
+    (tuple, lambda v: tuple.__getitem__(v, slice(None))),
+    (dict, dict.copy),
+    (set, set.copy),
+    (frozenset, frozenset.copy),
+    (complex, lambda c: complex(complex.__getattribute__(c, "real"), complex.__getattribute__(c, "imag"))),
+)
 
 
 def encode(x: object) -> object:

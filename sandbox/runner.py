@@ -6,7 +6,8 @@ used by nobody else and a scratch directory owned by that uid. Per test:
 1. pipes for stdin/stdout/stderr and a control pipe (fd 3), then ``fork``;
 2. the child: new session, fds 0-3 on the pipes and every other fd closed, rlimits (CPU, AS, NPROC,
    FSIZE, NOFILE, CORE=0), ``setgroups([])``/``setgid``/``setuid`` to the slot uid,
-   ``PR_SET_NO_NEW_PRIVS`` (the seccomp filter, seccomp.py, is inherited from the slot manager), an emptied scratch dir as cwd, a clean environment, then it writes ``ready`` on the
+   ``PR_SET_NO_NEW_PRIVS`` (the seccomp filter, seccomp.py, is inherited from the slot manager), an emptied
+   scratch dir as cwd, a clean environment, then it writes ``ready`` on the
    control pipe and runs the program (see languages.py). A failure before ``ready`` is a sandbox
    error; the program cannot forge one (it only runs after ``ready``);
 3. the parent feeds stdin and reads stdout/stderr/control *while the child runs* (caps enforced on
@@ -153,8 +154,16 @@ def _ctl(event: dict[str, Any]) -> None:
     os.write(CTL_FD, (json.dumps(event) + "\n").encode())
 
 
-def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_dir: str, lim: Limits,
-           fds: tuple[int, int, int, int], test_input: str) -> None:
+def _child(
+    job: dict[str, Any],
+    lang: Language,
+    slot: Slot,
+    run_dir: str,
+    build_dir: str,
+    lim: Limits,
+    fds: tuple[int, int, int, int],
+    test_input: str,
+) -> None:
     """Runs in the forked child; never returns."""
     try:
         stdin_r, out_w, err_w, ctl_w = fds
@@ -180,10 +189,17 @@ def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_
             raise RuntimeError("still root after setuid")
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         os.chdir(run_dir)
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir,
-               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-               # numpy/scipy: one BLAS thread (each thread reserves address space under RLIMIT_AS)
-               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": run_dir,
+            "TMPDIR": run_dir,
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            # numpy/scipy: one BLAS thread (each thread reserves address space under RLIMIT_AS)
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
         os.environ.clear()
         os.environ.update(env)
         _ctl({"ev": "ready"})
@@ -215,8 +231,9 @@ def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_
     os._exit(127)
 
 
-def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_input: str, index: int,
-             build_dir: str) -> dict[str, Any]:
+def run_test(
+    job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_input: str, index: int, build_dir: str
+) -> dict[str, Any]:
     """Run the program once on one input; returns the outcome dict of protocol.py's test frame.
     Raises SlotStuck when the slot cannot be cleaned (before or after the run) in time."""
     # Only a compiled job's own tests keep its build dir; anything else starts from empty.
@@ -277,10 +294,17 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
     if limit_hit is None and slot.oom_kills() > oom_before:
         limit_hit = "memory_cgroup"
     try:
-        return _outcome(job, lim, status, cpu, usage.ru_maxrss / 1024.0, wall, out, err, ctl, limit_hit, token)
+        return _outcome(
+            job, lim, status, cpu, usage.ru_maxrss / 1024.0, wall, out, err, ctl, limit_hit, token
+        )
     except Exception as exc:  # whatever the program wrote, it is its own failure  # noqa: BLE001
-        return {**_EMPTY_OUTCOME, "status": "runtime_error", "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
-                "message": f"malformed output from the program: {type(exc).__name__}"}
+        return {
+            **_EMPTY_OUTCOME,
+            "status": "runtime_error",
+            "wall_s": round(wall, 6),
+            "cpu_s": round(cpu, 6),
+            "message": f"malformed output from the program: {type(exc).__name__}",
+        }
 
 
 def _watch(sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadline: float) -> str | None:
@@ -302,7 +326,7 @@ def _watch(sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadlin
                     return None
                 if key.data == "stdin":
                     try:
-                        sent += os.write(stdin_w, stdin_data[sent:sent + (1 << 16)])
+                        sent += os.write(stdin_w, stdin_data[sent : sent + (1 << 16)])
                     except BlockingIOError:
                         pass
                     except BrokenPipeError:  # the program stopped reading: fine
@@ -347,9 +371,20 @@ def _drain(sel: selectors.BaseSelector, timeout_s: float) -> bool:
                 _read_into(sel, key.fd, key.data)
 
 
-_EMPTY_OUTCOME = {"status": "runtime_error", "stdout": "", "stderr": "", "truncated": False, "exit_code": None,
-                  "signal": None, "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_mb": 0.0, "limit_hit": None,
-                  "exception": None, "message": None}
+_EMPTY_OUTCOME = {
+    "status": "runtime_error",
+    "stdout": "",
+    "stderr": "",
+    "truncated": False,
+    "exit_code": None,
+    "signal": None,
+    "wall_s": 0.0,
+    "cpu_s": 0.0,
+    "peak_memory_mb": 0.0,
+    "limit_hit": None,
+    "exception": None,
+    "message": None,
+}
 
 
 def _ctl_events(ctl: Capture) -> list[dict[str, Any]]:
@@ -377,30 +412,55 @@ def _text(value: object, limit: int) -> str | None:
     return value
 
 
-def _outcome(job: dict[str, Any], lim: Limits, status: int, cpu: float, peak_mb: float, wall: float,
-             out: Capture, err: Capture, ctl: Capture, limit_hit: str | None, token: str = "") -> dict[str, Any]:
+def _outcome(
+    job: dict[str, Any],
+    lim: Limits,
+    status: int,
+    cpu: float,
+    peak_mb: float,
+    wall: float,
+    out: Capture,
+    err: Capture,
+    ctl: Capture,
+    limit_hit: str | None,
+    token: str = "",
+) -> dict[str, Any]:
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     events = _ctl_events(ctl)
     kinds = {ev["ev"] for ev in events}
-    exc_types = sorted({t for ev in events if ev["ev"] == "exc"
-                        for t in [_text(ev.get("type"), 200)] if t is not None and t.isidentifier()})
+    exc_types = sorted(
+        {
+            t
+            for ev in events
+            if ev["ev"] == "exc"
+            for t in [_text(ev.get("type"), 200)]
+            if t is not None and t.isidentifier()
+        }
+    )
     stdout = bytes(out.data)
     truncated = out.truncated or err.truncated
     message = None
     if "ready" not in kinds and limit_hit is None:
         verdict = "sandbox_error"
         message = "the test process failed before running the program: " + bytes(err.data)[-500:].decode(
-            "utf-8", "replace")
+            "utf-8", "replace"
+        )
     elif limit_hit == "output" or ctl.over:
         verdict, limit_hit = "output_limit", "output"
     elif limit_hit == "wall_time":
         verdict = "time_limit"
-    elif sig == signal.SIGXCPU or cpu > lim.time_limit_s or (sig == signal.SIGKILL and cpu >= math.ceil(
-            lim.time_limit_s)):
+    elif (
+        sig == signal.SIGXCPU
+        or cpu > lim.time_limit_s
+        or (sig == signal.SIGKILL and cpu >= math.ceil(lim.time_limit_s))
+    ):
         verdict, limit_hit = "time_limit", "cpu_time"
-    elif ("MemoryError" in exc_types or limit_hit == "memory_cgroup"
-          or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb)):
+    elif (
+        "MemoryError" in exc_types
+        or limit_hit == "memory_cgroup"
+        or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb)
+    ):
         verdict, limit_hit = "memory_limit", "memory"
     elif "compile_error" in kinds:
         verdict = "compile_error"
@@ -416,8 +476,9 @@ def _outcome(job: dict[str, Any], lim: Limits, status: int, cpu: float, peak_mb:
         else:
             verdict, stdout = "runtime_error", b""
             message = "the program ended without returning a value from the called function"
-    elif job.get("mode") == "assert" and not any(ev["ev"] == "asserts_done" and ev.get("token") == token
-                                                 for ev in events):
+    elif job.get("mode") == "assert" and not any(
+        ev["ev"] == "asserts_done" and ev.get("token") == token for ev in events
+    ):
         verdict, message = "runtime_error", "the test code did not run to its end (the program exited early?)"
     else:
         verdict = "ok"

@@ -45,8 +45,14 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
 SECCOMP_FAILED = 6  # a manager's exit code: the slot cannot be protected, main marks it broken
 CLEAN_DEADLINE_S = 60.0  # kill (10 s) + wipe (30 s) + IPC, with room
-IPC_LIMITS = {"shm_rmid_forced": "1", "shmmni": "32", "shmall": str((64 << 20) // 4096),
-              "shmmax": str(64 << 20), "msgmni": "32", "sem": "250 8000 32 32"}
+IPC_LIMITS = {
+    "shm_rmid_forced": "1",
+    "shmmni": "32",
+    "shmall": str((64 << 20) // 4096),
+    "shmmax": str(64 << 20),
+    "msgmni": "32",
+    "sem": "250 8000 32 32",
+}
 _REC = struct.Struct("<BBxxxxxxd")
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -74,7 +80,11 @@ class Board:
 
     def stuck(self, grace_s: float = 0.0) -> list[int]:
         now = time.monotonic()
-        return [i for i, (busy, _, deadline) in enumerate(self.snapshot()) if busy and 0 < deadline < now - grace_s]
+        return [
+            i
+            for i, (busy, _, deadline) in enumerate(self.snapshot())
+            if busy and 0 < deadline < now - grace_s
+        ]
 
 
 def private_namespaces() -> bool:
@@ -88,8 +98,13 @@ def private_namespaces() -> bool:
     return True
 
 
-def slot_manager(slot: Slot, listener: socket.socket, board: Board, idle_timeout_s: float,
-                 handle_job: Callable[[socket.socket, Slot, Board], None]) -> None:
+def slot_manager(
+    slot: Slot,
+    listener: socket.socket,
+    board: Board,
+    idle_timeout_s: float,
+    handle_job: Callable[[socket.socket, Slot, Board], None],
+) -> None:
     """Fork a handler, let it accept and run one job, wait, clean the slot; forever. The manager
     never reads job data, so every handler starts from a process that never held any."""
     prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -100,7 +115,7 @@ def slot_manager(slot: Slot, listener: socket.socket, board: Board, idle_timeout
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     private_namespaces()
     if seccomp.supported():  # installed once here (a filter costs ~0.5 ms to load): every handler
-        try:                 # and test process forked from here inherits it
+        try:  # and test process forked from here inherits it
             prctl(PR_SET_NO_NEW_PRIVS, 1)
             seccomp.install()
         except OSError as exc:

@@ -37,11 +37,30 @@ from mucode.train.optimize import Updater, make_optimizer
 from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
-QWEN25_15B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                  num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6,
-                  rms_norm_eps=1e-6, tie_word_embeddings=True)
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            vocab_size=512, max_position_embeddings=1024, rope_theta=1e4, rms_norm_eps=1e-6, tie_word_embeddings=True)
+QWEN25_15B = dict(
+    hidden_size=1536,
+    intermediate_size=8960,
+    num_hidden_layers=28,
+    num_attention_heads=12,
+    num_key_value_heads=2,
+    vocab_size=151936,
+    max_position_embeddings=32768,
+    rope_theta=1e6,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+)
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=512,
+    max_position_embeddings=1024,
+    rope_theta=1e4,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+)
 
 
 class IdsTokenizer:
@@ -81,22 +100,43 @@ def to_groups(groups: list[list[Any]]) -> list[StoredGroup]:
     """Generated samples as stored groups, with fixed advantages +1/-1 alternating inside each group."""
     out = []
     for gid, group in enumerate(groups):
-        samples = [StoredSample(prompt_id=str(gid), sample_index=s.sample_index, prompt_tokens=s.prompt_token_ids,
-                                response_tokens=s.response_token_ids, behaviour_logprobs=s.behaviour_logprobs,
-                                reward=float(s.sample_index % 2), status="correct", masked=False,
-                                advantage=1.0 if s.sample_index % 2 else -1.0) for s in group]
+        samples = [
+            StoredSample(
+                prompt_id=str(gid),
+                sample_index=s.sample_index,
+                prompt_tokens=s.prompt_token_ids,
+                response_tokens=s.response_token_ids,
+                behaviour_logprobs=s.behaviour_logprobs,
+                reward=float(s.sample_index % 2),
+                status="correct",
+                masked=False,
+                advantage=1.0 if s.sample_index % 2 else -1.0,
+            )
+            for s in group
+        ]
         out.append(StoredGroup(group_id=gid, prompt_id=str(gid), samples=samples))
     return out
 
 
 @torch.no_grad()
-def fixed_batch_loss(model: torch.nn.Module, groups: list[StoredGroup], cfg: Any, precision: Precision,
-                     device: torch.device, pad: int) -> float:
+def fixed_batch_loss(
+    model: torch.nn.Module,
+    groups: list[StoredGroup],
+    cfg: Any,
+    precision: Precision,
+    device: torch.device,
+    pad: int,
+) -> float:
     """The objective on ``groups`` with the current weights (one forward, no update)."""
     samples = [s for g in groups for s in g.samples if s.response_tokens]
     with precision.autocast(device):
-        out = response_logprobs(model, [s.prompt_tokens for s in samples], [s.response_tokens for s in samples],
-                                cfg.rollout.temperature, pad_token_id=pad)
+        out = response_logprobs(
+            model,
+            [s.prompt_tokens for s in samples],
+            [s.response_tokens for s in samples],
+            cfg.rollout.temperature,
+            pad_token_id=pad,
+        )
     width = out.logprobs.shape[1]
     behaviour = torch.zeros((len(samples), width), device=device)
     for i, s in enumerate(samples):
@@ -104,16 +144,34 @@ def fixed_batch_loss(model: torch.nn.Module, groups: list[StoredGroup], cfg: Any
     advantages = torch.tensor([s.advantage for s in samples], device=device)
     params = cfg.algo.params
     denominator = loss_denominator(out.mask.cpu(), params.aggregation, norm_length=params.norm_length)
-    loss, _ = get_objective(cfg.algo.objective)(out.logprobs, behaviour, advantages, out.mask, params,
-                                                denominator=denominator, entropy=None, prepared=None)
+    loss, _ = get_objective(cfg.algo.objective)(
+        out.logprobs,
+        behaviour,
+        advantages,
+        out.mask,
+        params,
+        denominator=denominator,
+        entropy=None,
+        prepared=None,
+    )
     return float(loss)
 
 
-def run_stage(k: int, ctx: dict[str, Any], fixed: list[StoredGroup] | None) -> tuple[dict[str, float], list[StoredGroup]]:
-    model, optimizer, updater, args, device = ctx["model"], ctx["optimizer"], ctx["updater"], ctx["args"], ctx["device"]
+def run_stage(
+    k: int, ctx: dict[str, Any], fixed: list[StoredGroup] | None
+) -> tuple[dict[str, float], list[StoredGroup]]:
+    model, optimizer, updater, args, device = (
+        ctx["model"],
+        ctx["optimizer"],
+        ctx["updater"],
+        ctx["args"],
+        ctx["device"],
+    )
     rng = random.Random(k)
     vocab = ctx["vocab"]
-    prompts = [(str(i), [rng.randrange(vocab - 2) for _ in range(args.prompt_tokens)]) for i in range(args.prompts)]
+    prompts = [
+        (str(i), [rng.randrange(vocab - 2) for _ in range(args.prompt_tokens)]) for i in range(args.prompts)
+    ]
     row: dict[str, float] = {"stage": k}
     row["trainer_before"] = device_bytes(device, model, optimizer)
     if k > 0:  # a full step-aside, as for an engine with weights of its own (vllm): measured, then undone
@@ -124,14 +182,24 @@ def run_stage(k: int, ctx: dict[str, Any], fixed: list[StoredGroup] | None) -> t
     row["trainer_after"] = device_bytes(device, model, optimizer)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    engine = HFEngine(model, ctx["tokenizer"], max_new_tokens=args.response_tokens, seed=k, batch_size=args.batch,
-                      stop_token_ids=[vocab - 1], autocast_dtype=ctx["precision"].compute)
+    engine = HFEngine(
+        model,
+        ctx["tokenizer"],
+        max_new_tokens=args.response_tokens,
+        seed=k,
+        batch_size=args.batch,
+        stop_token_ids=[vocab - 1],
+        autocast_dtype=ctx["precision"].compute,
+    )
     start = time.perf_counter()
     groups = list(engine.generate(prompts, args.samples))
     row["gen_s"] = time.perf_counter() - start
     engine.close()
-    row["engine_share"] = (float(torch.cuda.max_memory_allocated(device)) - row["trainer_after"]
-                           if device.type == "cuda" else float("nan"))
+    row["engine_share"] = (
+        float(torch.cuda.max_memory_allocated(device)) - row["trainer_after"]
+        if device.type == "cuda"
+        else float("nan")
+    )
     parked.restore()
     row["gen_tokens_per_s"] = sum(len(s.response_token_ids) for g in groups for s in g) / row["gen_s"]
     stored = to_groups(groups)
@@ -140,7 +208,7 @@ def run_stage(k: int, ctx: dict[str, Any], fixed: list[StoredGroup] | None) -> t
     tokens, start = 0, time.perf_counter()
     per_update = max(1, len(stored) // args.updates)
     for u in range(args.updates):
-        batch = stored[(u * per_update) % len(stored):][:per_update] or stored[:per_update]
+        batch = stored[(u * per_update) % len(stored) :][:per_update] or stored[:per_update]
         updater.step(batch)
         tokens += sum(len(s.prompt_tokens) + len(s.response_tokens) for g in batch for s in g.samples)
     if device.type == "cuda":
@@ -164,31 +232,55 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1e-6)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = torch.device(
+        args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    )
     shape = TINY if args.tiny else QWEN25_15B
     compute = "bfloat16"
-    cfg = load_config(None, [f"model.dtype={compute}", "model.master_dtype=float32", f"optim.lr={args.lr}",
-                             "batch.micro_batch_tokens=8192", "train.log_entropy=false"])
+    cfg = load_config(
+        None,
+        [
+            f"model.dtype={compute}",
+            "model.master_dtype=float32",
+            f"optim.lr={args.lr}",
+            "batch.micro_batch_tokens=8192",
+            "train.log_entropy=false",
+        ],
+    )
     precision = Precision.from_names("float32", compute)
     model = build_model(shape, device)
     optimizer, scheduler = make_optimizer(model, cfg.optim)
     info = DistInfo(device=device)
     updater = Updater(model, optimizer, scheduler, cfg, info, pad_token_id=shape["vocab_size"] - 2)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"gpu_check: {n_params / 1e6:,.1f} M parameters ({'tiny' if args.tiny else 'Qwen2.5-1.5B'} shape), "
-          f"device {device}, fp32 masters + {compute} compute, lr {args.lr}", flush=True)
-    ctx = {"model": model, "optimizer": optimizer, "updater": updater, "args": args, "device": device,
-           "vocab": shape["vocab_size"], "tokenizer": IdsTokenizer(shape["vocab_size"]), "cfg": cfg,
-           "precision": precision}
+    print(
+        f"gpu_check: {n_params / 1e6:,.1f} M parameters ({'tiny' if args.tiny else 'Qwen2.5-1.5B'} shape), "
+        f"device {device}, fp32 masters + {compute} compute, lr {args.lr}",
+        flush=True,
+    )
+    ctx = {
+        "model": model,
+        "optimizer": optimizer,
+        "updater": updater,
+        "args": args,
+        "device": device,
+        "vocab": shape["vocab_size"],
+        "tokenizer": IdsTokenizer(shape["vocab_size"]),
+        "cfg": cfg,
+        "precision": precision,
+    }
     rows, fixed = [], None
     for k in range(args.stages):
         row, fixed = run_stage(k, ctx, fixed)
         rows.append(row)
         full = f", full step-aside {gib(row['trainer_full_aside'])}" if "trainer_full_aside" in row else ""
-        print(f"stage {k}: trainer {gib(row['trainer_before'])} → {gib(row['trainer_after'])} during generation"
-              f"{full}; engine share {gib(row['engine_share'])}; generation {row['gen_tokens_per_s']:,.0f} tok/s; "
-              f"training {row['train_tokens_per_s']:,.0f} tok/s; fixed-batch loss "
-              f"{row['fixed_loss_before']:+.6f} → {row['fixed_loss_after']:+.6f}", flush=True)
+        print(
+            f"stage {k}: trainer {gib(row['trainer_before'])} → {gib(row['trainer_after'])} during generation"
+            f"{full}; engine share {gib(row['engine_share'])}; generation {row['gen_tokens_per_s']:,.0f} tok/s; "
+            f"training {row['train_tokens_per_s']:,.0f} tok/s; fixed-batch loss "
+            f"{row['fixed_loss_before']:+.6f} → {row['fixed_loss_after']:+.6f}",
+            flush=True,
+        )
     first, last = rows[0]["fixed_loss_before"], rows[-1]["fixed_loss_after"]
     ok = last < first
     print(f"fixed-batch loss {first:+.6f} → {last:+.6f}: {'down' if ok else 'NOT down'}", flush=True)

@@ -16,17 +16,25 @@ from pathlib import Path
 from mucode.assets import TINY_POLICY_DIR
 from mucode.train.tiny_build import Recipe, build_tiny_policy, quick_eval
 
-_HELP = {"p_correct": "share of warm-up answers that are right",
-         "p_format": "share of warm-up answers in the scored format",
-         "threads": "torch CPU threads (1 is fastest on a busy machine)"}
+_HELP = {
+    "p_correct": "share of warm-up answers that are right",
+    "p_format": "share of warm-up answers in the scored format",
+    "threads": "torch CPU threads (1 is fastest on a busy machine)",
+}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=TINY_POLICY_DIR)
     for field in dataclasses.fields(Recipe):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default,
-                            help=_HELP.get(field.name))
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=type(field.default),
+            default=field.default,
+            help=_HELP.get(field.name),
+        )
     parser.add_argument("--eval", action="store_true", help="measure the reward of the result (quick check)")
     parser.add_argument("--eval-only", action="store_true")
     args = parser.parse_args()

@@ -17,7 +17,9 @@ import pytest
 @functools.cache
 def docker_engine_error() -> str | None:
     try:
-        out = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20
+        )
     except (FileNotFoundError, subprocess.TimeoutExpired) as err:
         return f"docker engine unavailable ({err})"
     return None if out.returncode == 0 else f"docker engine unavailable: {out.stderr.strip()[:200]}"

@@ -24,7 +24,10 @@ CASES = [
     (["train", "--config", "nosuchpreset"], "one of the presets"),
     (["train", "--config", "{bad_yaml}"], "bad.yaml:3:"),
     (["config", "show", "algo.objective=sgd"], "algo.objective"),
-    (["config", "show", "algo.objective=grpo", "algo.veto_scope=suffix"], "veto_scope: not a parameter of algo.objective=grpo"),
+    (
+        ["config", "show", "algo.objective=grpo", "algo.veto_scope=suffix"],
+        "veto_scope: not a parameter of algo.objective=grpo",
+    ),
     (["config", "show", "verifier.url=[unclosed"], "quote it"),
     (["config", "keys", "nosection"], "sections:"),
     (["export"], "Missing argument"),
@@ -48,7 +51,9 @@ def test_wrong_invocation_is_one_line_exit_2(args: list[str], expect: str, tmp_p
 
 
 def test_scalar_url_and_objective_switch_are_accepted() -> None:
-    result = CliRunner().invoke(get_app(), ["config", "show", "verifier.url=http://host:8000", "algo.objective=grpo"])
+    result = CliRunner().invoke(
+        get_app(), ["config", "show", "verifier.url=http://host:8000", "algo.objective=grpo"]
+    )
     assert result.exit_code == 0, result.output
     assert "- http://host:8000" in result.output and "objective: grpo" in result.output
     assert "veto_scope" not in result.output  # the veto is mu_grpo's: grpo has no such parameter

@@ -9,8 +9,13 @@ import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 # distribution name -> the module mucode imports it as (only where they differ)
-MODULE = {"pyyaml": "yaml", "pydantic-settings": "pydantic_settings", "prometheus-client": "prometheus_client",
-          "math-verify": "math_verify", "tensorboard": "torch.utils.tensorboard"}
+MODULE = {
+    "pyyaml": "yaml",
+    "pydantic-settings": "pydantic_settings",
+    "prometheus-client": "prometheus_client",
+    "math-verify": "math_verify",
+    "tensorboard": "torch.utils.tensorboard",
+}
 
 
 def test_every_declared_dependency_is_imported() -> None:
@@ -20,7 +25,9 @@ def test_every_declared_dependency_is_imported() -> None:
         dist = re.split(r"[\[<>=!~ ]", dep, maxsplit=1)[0].lower()
         module = MODULE.get(dist, dist.replace("-", "_"))
         pattern = rf"^\s*(import|from) {re.escape(module)}(\.|\s|$)"
-        assert re.search(pattern, sources, re.M), f"{dist} is declared in pyproject.toml but mucode never imports {module}"
+        assert re.search(pattern, sources, re.M), (
+            f"{dist} is declared in pyproject.toml but mucode never imports {module}"
+        )
 
 
 # third-party modules mucode imports without declaring them, and why that is right
@@ -49,7 +56,10 @@ def _third_party_imports() -> set[str]:
 
 def test_every_third_party_import_is_declared() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    declared = [*project["dependencies"], *(d for extra in project["optional-dependencies"].values() for d in extra)]
+    declared = [
+        *project["dependencies"],
+        *(d for extra in project["optional-dependencies"].values() for d in extra),
+    ]
     modules = set()
     for dep in declared:
         dist = re.split(r"[\[<>=!~ ]", dep, maxsplit=1)[0].lower()

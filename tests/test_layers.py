@@ -48,10 +48,34 @@ MAY_IMPORT: dict[str, set[str]] = {
     "verifier": {"ground", "rewards", "sandbox", "executor"},
     "config": {"ground", "algo", "data", "rollout"},
     "eval": {"ground", "data", "assets", "rollout", "rewards", "verifier", "sandbox"},
-    "train": {"ground", "algo", "data", "assets", "rollout", "config", "eval", "verifier", "rewards", "sandbox"},
+    "train": {
+        "ground",
+        "algo",
+        "data",
+        "assets",
+        "rollout",
+        "config",
+        "eval",
+        "verifier",
+        "rewards",
+        "sandbox",
+    },
     "integrations": {"ground", "algo", "data", "assets", "config", "verifier", "rewards", "sandbox"},
-    "cli": {"ground", "algo", "data", "assets", "rollout", "config", "eval", "verifier", "rewards", "sandbox",
-            "train", "integrations", "executor"},
+    "cli": {
+        "ground",
+        "algo",
+        "data",
+        "assets",
+        "rollout",
+        "config",
+        "eval",
+        "verifier",
+        "rewards",
+        "sandbox",
+        "train",
+        "integrations",
+        "executor",
+    },
 }
 """Who may import whom (the layer order, bottom to top). Same-area imports are always allowed."""
 
@@ -73,7 +97,9 @@ def module_files() -> dict[str, Path]:
         for path in base.rglob("*.py"):
             if "__pycache__" in path.parts:
                 continue
-            name = ".".join((package, *path.relative_to(base).with_suffix("").parts)).removesuffix(".__init__")
+            name = ".".join((package, *path.relative_to(base).with_suffix("").parts)).removesuffix(
+                ".__init__"
+            )
             out[name] = path
     return out
 
@@ -83,7 +109,13 @@ MODULES = module_files()
 
 class Import:
     def __init__(self, module: str, target: str, line: int, text: str, in_function: bool) -> None:
-        self.module, self.target, self.line, self.text, self.in_function = module, target, line, text, in_function
+        self.module, self.target, self.line, self.text, self.in_function = (
+            module,
+            target,
+            line,
+            text,
+            in_function,
+        )
 
     def where(self) -> str:
         return f"{MODULES[self.module].relative_to(REPO)}:{self.line}"
@@ -113,9 +145,14 @@ def read_imports(module: str) -> list[Import]:
                     visit(other, in_function)
             elif isinstance(child, ast.Import | ast.ImportFrom):
                 text = "\n".join(lines[child.lineno - 1 : child.end_lineno])
-                found.extend(Import(module, t, child.lineno, text, in_function) for t in _targets(module, path, child))
+                found.extend(
+                    Import(module, t, child.lineno, text, in_function) for t in _targets(module, path, child)
+                )
             else:
-                visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+                visit(
+                    child,
+                    in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda),
+                )
 
     visit(ast.parse(source), False)
     return found
@@ -148,7 +185,9 @@ def heavy_reached(target: str) -> set[str]:
         if name in MODULES:
             for imp in IMPORTS[name]:
                 if not imp.in_function:
-                    stack.extend(".".join(imp.target.split(".")[:i]) for i in range(1, imp.target.count(".") + 2))
+                    stack.extend(
+                        ".".join(imp.target.split(".")[:i]) for i in range(1, imp.target.count(".") + 2)
+                    )
         elif name.split(".")[0] in HEAVY:
             heavy.add(name.split(".")[0])
     return heavy
@@ -174,7 +213,9 @@ def test_the_layer_check_catches_an_upward_import() -> None:
     planted = dict(IMPORTS)
     planted["mucode.sandbox.base"] = [*IMPORTS["mucode.sandbox.base"],
                                       Import("mucode.sandbox.base", "mucode.train.loop", 1, "", False)]  # fmt: skip
-    assert layer_violations(planted) == ["mucode/sandbox/base.py:1: sandbox imports train (mucode.train.loop)"]
+    assert layer_violations(planted) == [
+        "mucode/sandbox/base.py:1: sandbox imports train (mucode.train.loop)"
+    ]
 
 
 def test_the_layer_table_is_a_strict_order() -> None:
@@ -195,7 +236,10 @@ def test_the_layer_table_is_a_strict_order() -> None:
 
 
 def test_no_import_cycle_between_modules() -> None:
-    edges = {m: {owner(i.target) for i in internal(found) if not i.in_function} - {m} for m, found in IMPORTS.items()}
+    edges = {
+        m: {owner(i.target) for i in internal(found) if not i.in_function} - {m}
+        for m, found in IMPORTS.items()
+    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -247,8 +291,10 @@ def test_function_level_imports_guard_a_named_heavy_dependency() -> None:
                                 f"naming the heavy dependency it guards (it reaches {sorted(reached) or 'none'}); "
                                 "otherwise import it at module top")  # fmt: skip
             elif not named <= set(HEAVY) or not named & reached:
-                problems.append(f"{imp.where()}: `# lazy: {', '.join(sorted(named))}` but importing "
-                                f"{imp.target} reaches {sorted(reached) or 'no heavy dependency'}")
+                problems.append(
+                    f"{imp.where()}: `# lazy: {', '.join(sorted(named))}` but importing "
+                    f"{imp.target} reaches {sorted(reached) or 'no heavy dependency'}"
+                )
     assert problems == []
 
 

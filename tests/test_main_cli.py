@@ -26,7 +26,9 @@ def test_config_show_prints_resolved_config_and_batch_plan() -> None:
     assert out.returncode == 0, out.stderr
     assert "objective: grpo" in out.stdout
     assert "batch plan:" in out.stdout
-    plan = {line.split()[0]: line.split()[-1] for line in out.stdout.split("batch plan:")[1].strip().splitlines()}
+    plan = {
+        line.split()[0]: line.split()[-1] for line in out.stdout.split("batch plan:")[1].strip().splitlines()
+    }
     assert plan["total_updates"] == "8"
     assert plan["engine_switches"] == "4"
 
@@ -63,17 +65,34 @@ def test_config_keys_documents_every_field() -> None:
 def test_config_show_composes_a_model_preset_with_an_algorithm_preset() -> None:
     out = run("config", "show", "--config", "qwen2.5-coder-7b,grpo_mu4")
     assert out.returncode == 0, out.stderr
-    for needle in ("path: Qwen/Qwen2.5-Coder-7B", "objective: grpo", "dual_clip: 3.0", "task: code",
-                   "prompts_per_update: 16", "updates_per_stage: 4", "eval_every: 200"):
+    for needle in (
+        "path: Qwen/Qwen2.5-Coder-7B",
+        "objective: grpo",
+        "dual_clip: 3.0",
+        "task: code",
+        "prompts_per_update: 16",
+        "updates_per_stage: 4",
+        "eval_every: 200",
+    ):
         assert needle in out.stdout, needle
 
 
 def test_train_refuses_a_context_longer_than_the_model_before_writing(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    out = run("train", "--task", "math", "--config", "tiny", "--run-dir", str(run_dir),
-              "rollout.max_response_tokens=400")
+    out = run(
+        "train",
+        "--task",
+        "math",
+        "--config",
+        "tiny",
+        "--run-dir",
+        str(run_dir),
+        "rollout.max_response_tokens=400",
+    )
     assert out.returncode == 2, out.stderr
-    assert "256 + 400 = 656 tokens, but tiny has 512 positions" in out.stderr and "Traceback" not in out.stderr
+    assert (
+        "256 + 400 = 656 tokens, but tiny has 512 positions" in out.stderr and "Traceback" not in out.stderr
+    )
     assert not run_dir.exists()
 
 

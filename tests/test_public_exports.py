@@ -33,10 +33,15 @@ import pytest
 import mucode
 
 PACKAGE_DIR = Path(mucode.__file__).parent
-FLAT_IMPORT_SCRIPTS = {"mucode.sandbox.executor.executor", "mucode.sandbox.executor.runner",
-                       "mucode.sandbox.executor.slots", "mucode.sandbox.executor.cleanup",
-                       "mucode.sandbox.executor.languages", "mucode.sandbox.executor.pyrun",
-                       "mucode.sandbox.executor.seccomp"}
+FLAT_IMPORT_SCRIPTS = {
+    "mucode.sandbox.executor.executor",
+    "mucode.sandbox.executor.runner",
+    "mucode.sandbox.executor.slots",
+    "mucode.sandbox.executor.cleanup",
+    "mucode.sandbox.executor.languages",
+    "mucode.sandbox.executor.pyrun",
+    "mucode.sandbox.executor.seccomp",
+}
 REGISTERS_ON_IMPORT = "mucode.integrations.verl.register"
 
 _PROBE = r'''
@@ -125,18 +130,28 @@ print(json.dumps(problems))
 
 # Packages that setuptools' package-dir mapping ships from top-level folders (sandbox/, configs/, eval/):
 # not under mucode/ on disk, so each is walked with the package that holds it.
-MAPPED = {"mucode": ["mucode.configs"], "mucode.sandbox": ["mucode.sandbox.executor"], "mucode.eval": ["mucode.eval.data"]}
+MAPPED = {
+    "mucode": ["mucode.configs"],
+    "mucode.sandbox": ["mucode.sandbox.executor"],
+    "mucode.eval": ["mucode.eval.data"],
+}
 
 
 def _walk(package: str) -> list[str]:
     spec = importlib.util.find_spec(package)
     assert spec is not None and spec.submodule_search_locations, package
-    return [package, *(m.name for m in pkgutil.walk_packages(list(spec.submodule_search_locations), f"{package}."))]
+    return [
+        package,
+        *(m.name for m in pkgutil.walk_packages(list(spec.submodule_search_locations), f"{package}.")),
+    ]
 
 
 def _modules(package: str) -> list[str]:
     if package == "mucode":  # the top-level modules; the subpackages have tests of their own
-        names = ["mucode", *(f"mucode.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE_DIR)]) if not m.ispkg)]
+        names = [
+            "mucode",
+            *(f"mucode.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE_DIR)]) if not m.ispkg),
+        ]
     else:
         names = _walk(package)
     names += [n for mapped in MAPPED.get(package, []) for n in _walk(mapped)]
@@ -144,17 +159,31 @@ def _modules(package: str) -> list[str]:
 
 
 # every directory of the source tree with Python files in it (a namespace package too)
-SUBPACKAGES = ["mucode", *sorted(f"mucode.{d.name}" for d in PACKAGE_DIR.iterdir() if d.is_dir() and any(d.glob("*.py")))]
+SUBPACKAGES = [
+    "mucode",
+    *sorted(f"mucode.{d.name}" for d in PACKAGE_DIR.iterdir() if d.is_dir() and any(d.glob("*.py"))),
+]
 
 
 def test_every_package_directory_is_a_regular_package() -> None:
     """An ``__init__.py`` (with a docstring) in each: pkgutil, mypy and readers all see a package."""
-    dirs = [d for d in PACKAGE_DIR.rglob("*") if d.is_dir() and any(d.glob("*.py")) and "__pycache__" not in d.parts]
+    dirs = [
+        d
+        for d in PACKAGE_DIR.rglob("*")
+        if d.is_dir() and any(d.glob("*.py")) and "__pycache__" not in d.parts
+    ]
     assert dirs and [str(d) for d in dirs if not (d / "__init__.py").is_file()] == []
 
 
 def test_every_subpackage_is_covered() -> None:
-    assert {"mucode", "mucode.algo", "mucode.sandbox", "mucode.verifier", "mucode.train", "mucode.eval"} <= set(SUBPACKAGES)
+    assert {
+        "mucode",
+        "mucode.algo",
+        "mucode.sandbox",
+        "mucode.verifier",
+        "mucode.train",
+        "mucode.eval",
+    } <= set(SUBPACKAGES)
     assert "mucode.verifier.client" in _modules("mucode.verifier") and "mucode.cli" in SUBPACKAGES
     assert "mucode.sandbox.executor.protocol" in _modules("mucode.sandbox")
     assert "mucode.eval.data" in _modules("mucode.eval") and "mucode.configs" in _modules("mucode")
@@ -163,18 +192,27 @@ def test_every_subpackage_is_covered() -> None:
 @pytest.mark.parametrize("package", SUBPACKAGES)
 def test_exports_exist_and_importing_only_imports(package: str, tmp_path: Path) -> None:
     modules = _modules(package)
-    groups = [[m for m in modules if not m.startswith(REGISTERS_ON_IMPORT)],
-              [m for m in modules if m.startswith(REGISTERS_ON_IMPORT)]]
+    groups = [
+        [m for m in modules if not m.startswith(REGISTERS_ON_IMPORT)],
+        [m for m in modules if m.startswith(REGISTERS_ON_IMPORT)],
+    ]
     for group, check_effects in zip(groups, (True, False), strict=True):
         if not group:
             continue
-        out = subprocess.run([sys.executable, "-c", _PROBE, package, json.dumps(group), "1" if check_effects else "0"],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [sys.executable, "-c", _PROBE, package, json.dumps(group), "1" if check_effects else "0"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         *printed, last = out.stdout.splitlines() or [""]
         assert json.loads(last) == [], json.loads(last)
         if check_effects:
-            assert not printed and not out.stderr.strip(), f"importing {package} printed: {out.stdout[:500]}{out.stderr[-1500:]}"
+            assert not printed and not out.stderr.strip(), (
+                f"importing {package} printed: {out.stdout[:500]}{out.stderr[-1500:]}"
+            )
 
 
 _DOC_IMPORT = re.compile(r"from (mucode(?:\.\w+)*) import ([\w, ]+)")
@@ -191,4 +229,6 @@ def test_documented_public_api_is_exported(package: str) -> None:
             continue
         exported = set(getattr(module, "__all__", ()))
         documented = {n.strip() for n in names.split(",") if n.strip()}
-        assert documented <= exported, f"{package}'s docstring shows {sorted(documented - exported)}, not in __all__"
+        assert documented <= exported, (
+            f"{package}'s docstring shows {sorted(documented - exported)}, not in __all__"
+        )

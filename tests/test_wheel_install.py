@@ -34,10 +34,17 @@ WRONG = "```python\na, b = map(int, input().split())\nprint(a - b)\n```"
 TESTS = {"format": "stdio", "inputs": ["1 2\n", "10 -3\n"], "outputs": ["3\n", "7\n"]}
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
-         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(cmd, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{cmd} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{cmd} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return done
 
 
@@ -54,8 +61,22 @@ def _build_wheel(tmp: Path) -> Path:
     name = _run([sys.executable, "-c", build_sdist], cwd=src).stdout.split()[-1]
     with tarfile.open(tmp / "sdist" / name) as tar:
         tar.extractall(tmp / "sdist", filter="data")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-          "-q", "-w", str(tmp / "dist"), str(tmp / "sdist" / name.removesuffix(".tar.gz"))], cwd=tmp)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp / "dist"),
+            str(tmp / "sdist" / name.removesuffix(".tar.gz")),
+        ],
+        cwd=tmp,
+    )
     (wheel,) = (tmp / "dist").glob("mucode-*.whl")
     return wheel
 
@@ -70,12 +91,26 @@ def _fresh_venv(tmp: Path, wheel: Path) -> Path:
         if not entry.name.lower().startswith(NOT_DEPENDENCIES):
             (deps / entry.name).symlink_to(entry)
     python = venv / "bin" / "python"
-    purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                   cwd=tmp).stdout.strip()
+    purelib = _run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp
+    ).stdout.strip()
     # addsitedir (not a plain path line) so that the dependencies' own .pth files are processed
     Path(purelib, "zz_dependencies.pth").write_text(f"import site; site.addsitedir({str(deps)!r})\n")
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
-          str(wheel)], cwd=tmp)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(wheel),
+        ],
+        cwd=tmp,
+    )
     return venv
 
 
@@ -107,8 +142,24 @@ def _serve_and_verify(mucode: Path, cwd: Path) -> list[dict[str, object]]:
     port = _free_port()
     env = _clean_env(MUCODE_BACKEND_OPTIONS=json.dumps({"slots": 1, "uid_base": 63800}))
     log = open(cwd / "serve.log", "w")  # noqa: SIM115 - closed below, after the process
-    proc = subprocess.Popen([str(mucode), "serve", "--backend", "local", "--port", str(port), "--program", "code",
-                             "--log-level", "warning"], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            str(mucode),
+            "serve",
+            "--backend",
+            "local",
+            "--port",
+            str(port),
+            "--program",
+            "code",
+            "--log-level",
+            "warning",
+        ],
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -121,8 +172,10 @@ def _serve_and_verify(mucode: Path, cwd: Path) -> list[dict[str, object]]:
                 pass
             assert time.monotonic() < deadline, f"not ready: {(cwd / 'serve.log').read_text()[-3000:]}"
             time.sleep(0.2)
-        items = [{"id": i, "program": "code", "response": r, "spec": {"tests": TESTS}}
-                 for i, r in (("right", PROGRAM), ("wrong", WRONG))]
+        items = [
+            {"id": i, "program": "code", "response": r, "spec": {"tests": TESTS}}
+            for i, r in (("right", PROGRAM), ("wrong", WRONG))
+        ]
         reply = httpx.post(f"{url}/v1/verify", json={"items": items}, timeout=120)
         assert reply.status_code == 200, reply.text
         results: list[dict[str, object]] = reply.json()["results"]
@@ -149,7 +202,9 @@ def test_the_wheel_in_a_fresh_venv_serves_and_verifies_with_the_local_backend(tm
     assert where["mucode"].startswith(site), where["mucode"]
     assert where["executor"].startswith(site) and where["configs"].startswith(site)
     # the top-level sandbox/, configs/ and eval/ folders land inside the package, where the code looks
-    assert where["executor"].endswith("mucode/sandbox/executor") and where["configs"].endswith("mucode/configs")
+    assert where["executor"].endswith("mucode/sandbox/executor") and where["configs"].endswith(
+        "mucode/configs"
+    )
     assert {"math500.jsonl", "aime24.json", "README.md"} <= set(where["math_files"])
     assert "few_shot_generation.json" in where["lcb_files"]
     assert where["dists"] and all(d.startswith(site) for d in where["dists"]), where["dists"]
@@ -159,13 +214,22 @@ def test_the_wheel_in_a_fresh_venv_serves_and_verifies_with_the_local_backend(tm
 
     results = _serve_and_verify(venv / "bin" / "mucode", work)
     assert [(r["id"], r["status"], r["reward"]) for r in results] == [
-        ("right", "correct", 1.0), ("wrong", "wrong_answer", 0.0)], results
+        ("right", "correct", 1.0),
+        ("wrong", "wrong_answer", 0.0),
+    ], results
 
-    lines = "".join(json.dumps({"id": i, "response": r, "spec": {"tests": TESTS}}) + "\n"
-                    for i, r in (("right", PROGRAM), ("wrong", WRONG)))
-    out = _run([str(venv / "bin" / "mucode"), "verify", "--program", "code", "--backend", "local", "-i", "-"],
-               cwd=work, stdin=lines, env=_clean_env(MUCODE_BACKEND_OPTIONS=json.dumps(
-                   {"slots": 1, "uid_base": 63810})))
+    lines = "".join(
+        json.dumps({"id": i, "response": r, "spec": {"tests": TESTS}}) + "\n"
+        for i, r in (("right", PROGRAM), ("wrong", WRONG))
+    )
+    out = _run(
+        [str(venv / "bin" / "mucode"), "verify", "--program", "code", "--backend", "local", "-i", "-"],
+        cwd=work,
+        stdin=lines,
+        env=_clean_env(MUCODE_BACKEND_OPTIONS=json.dumps({"slots": 1, "uid_base": 63810})),
+    )
     verified = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     assert [(r["id"], r["status"], r["reward"]) for r in verified] == [
-        ("right", "correct", 1.0), ("wrong", "wrong_answer", 0.0)], out.stdout
+        ("right", "correct", 1.0),
+        ("wrong", "wrong_answer", 0.0),
+    ], out.stdout

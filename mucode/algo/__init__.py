@@ -99,10 +99,13 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "group_advantages": "mucode.algo.advantages",
     "loss_denominator": "mucode.algo.aggregation",
-    **dict.fromkeys(("OBJECTIVES", "get_objective", "objective_names", "register_objective"), "mucode.algo.catalog"),
+    **dict.fromkeys(
+        ("OBJECTIVES", "get_objective", "objective_names", "register_objective"), "mucode.algo.catalog"
+    ),
     **dict.fromkeys(("GRPO", "GRPOParams"), "mucode.algo.grpo"),
-    **dict.fromkeys(("M2PO", "M2POParams", "m2po_candidates", "m2po_greedy_keep", "m2po_water_level"),
-                    "mucode.algo.m2po"),
+    **dict.fromkeys(
+        ("M2PO", "M2POParams", "m2po_candidates", "m2po_greedy_keep", "m2po_water_level"), "mucode.algo.m2po"
+    ),
     **dict.fromkeys(("METRICS", "MetricSpec", "Reduce", "reduce_metrics"), "mucode.algo.metrics"),
     **dict.fromkeys(("LossAggregation", "M2POMode", "StdEstimator", "VetoScope"), "mucode.algo.modes"),
     **dict.fromkeys(("MU_GRPO", "MuGRPOParams", "veto_mask"), "mucode.algo.mu_grpo"),

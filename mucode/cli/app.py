@@ -39,10 +39,20 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print mucode's version and exit.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log DEBUG records too (default: INFO and up, "
-                                          "e.g. rows a data set dropped).")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print mucode's version and exit."
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Log DEBUG records too (default: INFO and up, e.g. rows a data set dropped).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log warnings and errors only.")] = False,
 ) -> None:
     """μ-GRPO: staged, highly off-policy GRPO for code and math with verifiable rewards."""

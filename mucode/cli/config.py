@@ -19,7 +19,9 @@ from mucode.config import MucodeConfig, objective_param_keys
 
 __all__ = ["register"]
 
-config_app = typer.Typer(help="Inspect the resolved configuration.", no_args_is_help=True, cls=OneLineUsageErrors)
+config_app = typer.Typer(
+    help="Inspect the resolved configuration.", no_args_is_help=True, cls=OneLineUsageErrors
+)
 
 
 @config_app.command("show")
@@ -29,11 +31,15 @@ def config_show(config: ConfigOption = None, overrides: OverridesArg = None) -> 
 
 
 @config_app.command("keys")
-def config_keys(section: Annotated[str | None, typer.Argument(help="Only this section, e.g. algo.")] = None) -> None:
+def config_keys(
+    section: Annotated[str | None, typer.Argument(help="Only this section, e.g. algo.")] = None,
+) -> None:
     """List every config key with its type, default and meaning."""
     sections = MucodeConfig.model_fields
     if section is not None and section not in sections:
-        typer.secho(f"unknown section {section!r}; sections: {', '.join(sections)}", fg=typer.colors.RED, err=True)
+        typer.secho(
+            f"unknown section {section!r}; sections: {', '.join(sections)}", fg=typer.colors.RED, err=True
+        )
         raise typer.Exit(2)
     defaults = MucodeConfig().model_dump(mode="json")
     for name, field in sections.items():
@@ -46,7 +52,9 @@ def config_keys(section: Annotated[str | None, typer.Argument(help="Only this se
                 typer.echo("  algo.params={}    [mapping: the selected objective's parameters, listed below]")
                 typer.echo(f"      {sub.description or ''}")
                 continue
-            default = yaml.safe_dump(defaults[name][key], default_flow_style=True).strip().removesuffix("\n...")
+            default = (
+                yaml.safe_dump(defaults[name][key], default_flow_style=True).strip().removesuffix("\n...")
+            )
             typer.echo(f"  {name}.{key}={default}    [{_type_name(sub.annotation)}]")
             typer.echo(f"      {sub.description or ''}")
         if name == "algo":
@@ -133,8 +141,6 @@ def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
     width = max(map(len, info))
     for key, value in info.items():
         typer.echo(f"{key:<{width}}  {value}")
-
-
 
 
 def register(app: typer.Typer) -> None:

@@ -44,10 +44,8 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
     types: list[type[BaseException]] = [ValueError, OSError, HubError, StoreMismatch, typer.BadParameter]
     with contextlib.suppress(ImportError):
-
         types.append(VerifierRequestError)
     with contextlib.suppress(ImportError):
-
         types.append(yaml.YAMLError)
     return tuple(types)
 

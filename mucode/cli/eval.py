@@ -4,7 +4,8 @@ The commands come from the benchmark registry (`mucode.eval.benchmarks`: `liveco
 `evalplus`, and plug-ins): each has the shared options (`mucode.cli.eval_options`) plus its kind's
 own, and runs the same body: check, resolve the protocol, let the kind plan a job
 (`mucode.cli.eval_jobs`), run it. The built-in kinds' options and planners are listed here
-(`BUILTIN_COMMANDS`); a plug-in kind brings its own on its `Benchmark`. Settings come from a named protocol (`--protocol`; default: the
+(`BUILTIN_COMMANDS`); a plug-in kind brings its own on its `Benchmark`. Settings come from a named protocol
+(`--protocol`; default: the
 kind's default protocol in the registry, the same one training-time evaluation uses);
 `--temperature`, `--top-p`, `--max-tokens`, `-n`, `--prompt-style`, `--release` override single
 fields. Responses come from a rollout engine (`--engine hf|vllm --model PATH`) or from a samples file

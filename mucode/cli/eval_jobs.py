@@ -91,7 +91,8 @@ def prepare_livecodebench(common: Any, protocol: Protocol, *, limit: int | None,
 
     if stop is not None:
         protocol = dataclasses.replace(
-            protocol, sampling=dataclasses.replace(protocol.sampling, stop=tuple(s for s in stop if s)))
+            protocol, sampling=dataclasses.replace(protocol.sampling, stop=tuple(s for s in stop if s))
+        )
     release = release or protocol.release or "release_latest"
     files = release_files(release)
     style = prompt_style_name(prompt_style or protocol.prompt)
@@ -113,7 +114,7 @@ def prepare_livecodebench(common: Any, protocol: Protocol, *, limit: int | None,
     data = {"livecodebench": {"source": where, "release": release, "files": files, "start_date": start_date,
                               "end_date": end_date}}  # fmt: skip
     return CliJob(protocol, evaluate, f"LiveCodeBench {release}", style, lambda: data, source=source,
-                  upstream=lambda got, out: list(write_lcb_eval(got["livecodebench"], out)) if "livecodebench" in got else [],
+                  upstream=lambda got, out: list(write_lcb_eval(got["livecodebench"], out)) if "livecodebench" in got else [],  # noqa: E501
                   upstream_dir=upstream_dir, upstream_label="LiveCodeBench")  # fmt: skip
 
 
@@ -127,7 +128,11 @@ def prepare_math(common: Any, protocol: Protocol, *, limit: int | None, n: int |
         raise ValueError(f"unknown math benchmark {unknown[0]!r}; valid: {', '.join(MATH_BENCHMARKS)}")
     if template is not None and instruction is not None:
         raise ValueError("give --template or --instruction, not both")
-    chosen = instruction_template(instruction) if instruction is not None else math_template(template or protocol.prompt)
+    chosen = (
+        instruction_template(instruction)
+        if instruction is not None
+        else math_template(template or protocol.prompt)
+    )
     file_samples = None
     if common.samples is not None:
         if benchmark is None:
@@ -168,7 +173,7 @@ def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: i
     hashes: dict[str, str] = {}
 
     def evaluate(source: Any, **kw: Any) -> dict[str, Any]:
-        return evaluate_evalplus(source, names, override_paths=paths, samples_per_problem=n or protocol.samples_for(names[0]),
+        return evaluate_evalplus(source, names, override_paths=paths, samples_per_problem=n or protocol.samples_for(names[0]),  # noqa: E501
                                  prompt_style=style, samples=file_samples, limit=limit, **kw)  # fmt: skip
 
     def data() -> dict[str, Any]:
@@ -180,4 +185,3 @@ def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: i
 
     return CliJob(protocol, evaluate, "EvalPlus", style, data, needs_engine=file_samples is None,
                   upstream=upstream, upstream_dir=upstream_dir, upstream_label="evalplus")  # fmt: skip
-

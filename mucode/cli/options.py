@@ -40,7 +40,9 @@ ConfigOption = Annotated[
 ]
 OverridesArg = Annotated[
     list[str] | None,
-    typer.Argument(help="key=value overrides on top of the file, e.g. algo.veto_scope=suffix batch.num_stages=2"),
+    typer.Argument(
+        help="key=value overrides on top of the file, e.g. algo.veto_scope=suffix batch.num_stages=2"
+    ),
 ]
 
 

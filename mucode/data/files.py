@@ -74,8 +74,10 @@ _KNOWN_SPLIT_WORDS = {alias for aliases in SPLIT_ALIASES.values() for alias in a
 _BATCH_ROWS = 64
 """Rows decoded to Python at a time, unless they hold more than ``_BATCH_BYTES`` together."""
 _BATCH_BYTES = 32 << 20
-_OFFLINE_HINT = ("Offline, download the repository's files elsewhere and pass their local directory "
-                 "instead (--data-dir for benchmarks, data.source for training)")
+_OFFLINE_HINT = (
+    "Offline, download the repository's files elsewhere and pass their local directory "
+    "instead (--data-dir for benchmarks, data.source for training)"
+)
 
 
 class HubError(FileNotFoundError):
@@ -125,7 +127,9 @@ def list_dataset_files(repo_id: str, *, revision: str | None = None) -> list[str
     try:
         return list(list_repo_files(repo_id, repo_type="dataset", revision=revision))
     except Exception as err:
-        raise HubError(f"could not list the files of the Hub data set {repo_id!r}: {err}. {_OFFLINE_HINT}.") from err
+        raise HubError(
+            f"could not list the files of the Hub data set {repo_id!r}: {err}. {_OFFLINE_HINT}."
+        ) from err
 
 
 def download_dataset_file(repo_id: str, filename: str, *, revision: str | None = None) -> Path:
@@ -135,7 +139,9 @@ def download_dataset_file(repo_id: str, filename: str, *, revision: str | None =
     try:
         return Path(hf_hub_download(repo_id, filename, repo_type="dataset", revision=revision))
     except Exception as err:
-        raise HubError(f"could not fetch {filename} of the Hub data set {repo_id!r}: {err}. {_OFFLINE_HINT}.") from err
+        raise HubError(
+            f"could not fetch {filename} of the Hub data set {repo_id!r}: {err}. {_OFFLINE_HINT}."
+        ) from err
 
 
 def hub_data_files(repo_id: str, split: str, *, revision: str | None = None) -> list[Path]:
@@ -257,7 +263,9 @@ def iter_file_rows(path: Path) -> Iterator[dict[str, Any]]:
                     reason = f"datasets could not read it ({type(err).__name__}: {str(err)[:200]})"
                     break
                 if builder == "json" and _has_nested_null(row):
-                    reason = "nested objects differ in their keys (Arrow would fill the missing ones with nulls)"
+                    reason = (
+                        "nested objects differ in their keys (Arrow would fill the missing ones with nulls)"
+                    )
                     break
                 yield row
                 delivered += 1

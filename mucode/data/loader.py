@@ -76,7 +76,6 @@ def load_task_set(
     if source == "default":
         source = DEFAULT_SOURCES[task]
     if source == TOY_SOURCE:
-
         records = toy_tasks(task, split=split, instruction=instruction)
         return TaskSet(records=records[:limit] if limit is not None else records, source=source, schema="toy")
     files = _resolve_files(source, split, revision)

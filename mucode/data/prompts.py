@@ -38,8 +38,12 @@ def prompt_lengths(
         return [len(render_prompt(tokenizer, r, chat_template=chat_template)) for r in records]
     lengths: list[int] = []
     for start in range(0, len(records), chunk):
-        texts = [tokenizer.apply_chat_template(r.messages, tokenize=False, add_generation_prompt=True,
-                                               chat_template=template) for r in records[start:start + chunk]]
+        texts = [
+            tokenizer.apply_chat_template(
+                r.messages, tokenize=False, add_generation_prompt=True, chat_template=template
+            )
+            for r in records[start : start + chunk]
+        ]
         lengths += [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
     return lengths
 

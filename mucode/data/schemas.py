@@ -339,7 +339,11 @@ def trl_row(row: dict[str, Any], index: int, options: RowOptions) -> TaskRecord 
     row_id = _first(row, _ID_KEYS)
     return TaskRecord(
         prompt_id=str(row_id) if row_id is not None else f"{options.source_name or 'trl'}-{index}",
-        messages=messages, program=program, spec=spec, meta={"source": options.source_name})
+        messages=messages,
+        program=program,
+        spec=spec,
+        meta={"source": options.source_name},
+    )
 
 
 # ----------------------------------------------------------------------------- mucode
@@ -347,10 +351,9 @@ def trl_row(row: dict[str, Any], index: int, options: RowOptions) -> TaskRecord 
 
 @register_schema("mucode")
 def mucode_row(row: dict[str, Any], index: int, options: RowOptions) -> TaskRecord | Dropped:
-    if row.get("messages"):
-        messages = [dict(m) for m in row["messages"]]
-    else:
-        messages = _messages(str(row["prompt"]), options)
+    messages = (
+        [dict(m) for m in row["messages"]] if row.get("messages") else _messages(str(row["prompt"]), options)
+    )
     if options.instruction:
         messages[-1]["content"] = _with_instruction(messages[-1]["content"], options.instruction, "\n\n")
     spec = row["spec"]

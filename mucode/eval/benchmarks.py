@@ -75,7 +75,9 @@ class Benchmark:
 
     def __post_init__(self) -> None:
         if not self.protocols:
-            raise ValueError(f"benchmark {self.name!r} needs at least one protocol (the first is its default)")
+            raise ValueError(
+                f"benchmark {self.name!r} needs at least one protocol (the first is its default)"
+            )
         if any(p.kind != self.name for p in self.protocols):
             raise ValueError(f"benchmark {self.name!r}: every protocol's kind must be {self.name!r}")
 
@@ -88,9 +90,15 @@ class Benchmark:
 
     def protocol(self, name: str | None = None, *, context_tokens: int | None = None) -> Protocol:
         """The protocol `name` (None: the default), at `context_tokens` when given; the error lists the names."""
-        chosen = self.default_protocol if name is None else next((p for p in self.protocols if p.name == name), None)
+        chosen = (
+            self.default_protocol
+            if name is None
+            else next((p for p in self.protocols if p.name == name), None)
+        )
         if chosen is None:
-            raise ValueError(f"unknown {self.name} protocol {name!r}; valid: {', '.join(self.protocol_names())}")
+            raise ValueError(
+                f"unknown {self.name} protocol {name!r}; valid: {', '.join(self.protocol_names())}"
+            )
         return chosen.with_context(context_tokens) if context_tokens is not None else chosen
 
 
@@ -149,8 +157,9 @@ def protocol_names(kind: str) -> list[str]:
     return BENCHMARKS.get(kind).protocol_names()
 
 
-def protocols_for(names: Sequence[str], protocol: str | None = None, context_tokens: int | None = None,
-                  **sampling: Any) -> list[tuple[Benchmark, Protocol, list[str]]]:
+def protocols_for(
+    names: Sequence[str], protocol: str | None = None, context_tokens: int | None = None, **sampling: Any
+) -> list[tuple[Benchmark, Protocol, list[str]]]:
     """The names grouped by kind, each kind with its protocol: `protocol` where the kind defines one of
     that name, else the kind's default; at `context_tokens` when its response budget follows the context;
     with the `sampling` fields given (not None) replaced. An unknown name raises ValueError listing the
@@ -213,8 +222,19 @@ def evaluate_benchmarks(
         source = EngineSource(built if built is not None else engine, tokenizer, {**(fingerprint or {}), **tag},
                               stop=chosen.sampling.stop)  # fmt: skip
         try:
-            report.update(bench.evaluate_names(members, source, root, chosen, samples_per_problem,
-                                               verifier=verifier, run_dir=run_dir, progress=progress, limit=limit))
+            report.update(
+                bench.evaluate_names(
+                    members,
+                    source,
+                    root,
+                    chosen,
+                    samples_per_problem,
+                    verifier=verifier,
+                    run_dir=run_dir,
+                    progress=progress,
+                    limit=limit,
+                )
+            )
         finally:
             if built is not None and hasattr(built, "close"):
                 built.close()

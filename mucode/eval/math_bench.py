@@ -330,8 +330,14 @@ def evaluate_math(
     return report
 
 
-def evaluate_math_names(names: list[str], source: EngineSource, data_dir: Path | None, protocol: Protocol,
-                        n: int | None, **kw: Any) -> dict[str, Any]:
+def evaluate_math_names(
+    names: list[str],
+    source: EngineSource,
+    data_dir: Path | None,
+    protocol: Protocol,
+    n: int | None,
+    **kw: Any,
+) -> dict[str, Any]:
     """The benchmark registry's evaluator of math names (each benchmark at the protocol's sample count)."""
     counts = {b: n or protocol.samples_for(b) for b in names}
     return evaluate_math(source, names, data_dir=data_dir, samples_per_problem=counts, template=protocol.prompt,

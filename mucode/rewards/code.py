@@ -33,11 +33,17 @@ class TestsSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["stdio", "call", "assert"] = Field(description="How the tests run the program.")
-    inputs: list[str] = Field(default_factory=list, description="stdio: stdin per test; call: JSON args, one per line.")
-    outputs: list[str] = Field(default_factory=list, description="Expected stdout (stdio) or JSON return value (call).")
+    inputs: list[str] = Field(
+        default_factory=list, description="stdio: stdin per test; call: JSON args, one per line."
+    )
+    outputs: list[str] = Field(
+        default_factory=list, description="Expected stdout (stdio) or JSON return value (call)."
+    )
     fn_name: str | None = Field(default=None, description="call: the function or Solution method to call.")
     assert_code: str | None = Field(default=None, description="assert: test code run after the program.")
-    entry_point: str | None = Field(default=None, description="assert: the function the tests call (optional).")
+    entry_point: str | None = Field(
+        default=None, description="assert: the function the tests call (optional)."
+    )
 
     @model_validator(mode="after")
     def _check_format(self) -> TestsSpec:
@@ -89,14 +95,20 @@ class CodeReward:
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         spec = CodeSpec.model_validate(item.spec)
         # in a worker thread: a long response must not hold the service's event loop
-        program = await asyncio.to_thread(extract_code, item.response, spec.extract,
-                                          spec.tests.entry_point or spec.tests.fn_name)
+        program = await asyncio.to_thread(
+            extract_code, item.response, spec.extract, spec.tests.entry_point or spec.tests.fn_name
+        )
         if program is None:
-            return Result(id=item.id, reward=0.0, status=Status.no_code,
-                          details={"error": f"no code found with extract={spec.extract!r}"})
+            return Result(
+                id=item.id,
+                reward=0.0,
+                status=Status.no_code,
+                details={"error": f"no code found with extract={spec.extract!r}"},
+            )
         if ctx.sandbox is None:
-            return Result.infra_failure(item.id, Status.verifier_error,
-                                        "this verifier was started without a sandbox")
+            return Result.infra_failure(
+                item.id, Status.verifier_error, "this verifier was started without a sandbox"
+            )
         job = CodeJob(
             program=program,
             tests=TestSpec(**spec.tests.model_dump()),
@@ -109,8 +121,9 @@ class CodeReward:
         try:
             outcome = await ctx.sandbox.judge(job)
         except Exception as exc:  # noqa: BLE001 - a backend failure is infrastructure, never a reward
-            return Result.infra_failure(item.id, Status.sandbox_error,
-                                        f"sandbox backend failed: {exc!r}"[:1000])
+            return Result.infra_failure(
+                item.id, Status.sandbox_error, f"sandbox backend failed: {exc!r}"[:1000]
+            )
         return _to_result(item.id, outcome)
 
 
@@ -126,7 +139,11 @@ def _to_result(item_id: str | None, outcome: JobResult) -> Result:
 
 
 def _test_details(test: Any) -> dict[str, Any]:
-    d = dataclasses.asdict(test) if dataclasses.is_dataclass(test) and not isinstance(test, type) else dict(test)
+    d = (
+        dataclasses.asdict(test)
+        if dataclasses.is_dataclass(test) and not isinstance(test, type)
+        else dict(test)
+    )
     d["verdict"] = str(getattr(test.verdict, "value", test.verdict))
     for key in ("stdout", "stderr"):  # keep results small: the head of each stream is enough to debug
         if isinstance(d.get(key), str) and len(d[key]) > 2000:

@@ -23,10 +23,17 @@ class MathSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow", str_strip_whitespace=True)
 
-    answer: str = Field(min_length=1, description="The gold answer, LaTeX or a number (e.g. '\\frac{1}{2}', 27).",
-                        examples=["\\frac{1}{2}"])
-    timeout_s: float | None = Field(default=None, gt=0, le=60,
-                                    description="Per-item math-verify time limit; the service default if unset.")
+    answer: str = Field(
+        min_length=1,
+        description="The gold answer, LaTeX or a number (e.g. '\\frac{1}{2}', 27).",
+        examples=["\\frac{1}{2}"],
+    )
+    timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=60,
+        description="Per-item math-verify time limit; the service default if unset.",
+    )
 
     @field_validator("answer", mode="before")
     @classmethod
@@ -47,12 +54,14 @@ class MathReward:
 
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         if ctx.math is None:
-            return Result.infra_failure(item.id, Status.verifier_error,
-                                        "this verifier was started without math workers")
+            return Result.infra_failure(
+                item.id, Status.verifier_error, "this verifier was started without math workers"
+            )
         spec = MathSpec.model_validate(item.spec)
         outcome = await ctx.math.check(spec.answer, item.response, spec.timeout_s)
         status = Status(outcome.status)
         details = dict(outcome.details)
         details["wall_s"] = round(outcome.wall_s, 6)
-        return Result(id=item.id, reward=1.0 if status is Status.correct else 0.0,
-                      status=status, details=details)
+        return Result(
+            id=item.id, reward=1.0 if status is Status.correct else 0.0, status=status, details=details
+        )

@@ -114,7 +114,9 @@ class MathWorkerPool:
 
     async def close(self) -> None:
         self._closed = True
-        tasks = [t for t in (self._watchdog, *self._tasks, *(w.reader for w in self._workers)) if t is not None]
+        tasks = [
+            t for t in (self._watchdog, *self._tasks, *(w.reader for w in self._workers)) if t is not None
+        ]
         for task in tasks:
             task.cancel()
         for w in list(self._workers):
@@ -176,7 +178,10 @@ class MathWorkerPool:
                     reply = json.loads(line)
                     status, details = str(reply["status"]), dict(reply["details"])
                 except (ValueError, KeyError, TypeError) as exc:
-                    status, details = Status.verifier_error.value, {"error": f"bad reply from a math worker: {exc!r}"}
+                    status, details = (
+                        Status.verifier_error.value,
+                        {"error": f"bad reply from a math worker: {exc!r}"},
+                    )
                 _resolve(job, status, details, now - (job.started or now))
             await self._notify()
 
@@ -191,8 +196,11 @@ class MathWorkerPool:
                     continue
                 if now - head.started > head.limit_s + self.kill_grace_s:
                     self.kills += 1
-                    await self._retire(worker, "time_limit",
-                                       {"error": f"math-verify took over {head.limit_s} s; worker killed"})
+                    await self._retire(
+                        worker,
+                        "time_limit",
+                        {"error": f"math-verify took over {head.limit_s} s; worker killed"},
+                    )
 
     async def _retire(self, worker: _Worker, status: str, details: dict[str, Any]) -> None:
         """Removes a worker: its current item gets ``status``, the queued ones go elsewhere."""
@@ -248,8 +256,13 @@ class MathWorkerPool:
 
     async def _spawn(self) -> _Worker:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mucode.rewards.math_worker", str(self.memory_limit_mb),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=_LINE_LIMIT,
+            sys.executable,
+            "-m",
+            "mucode.rewards.math_worker",
+            str(self.memory_limit_mb),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=_LINE_LIMIT,
         )
         worker = _Worker(process)
         assert process.stdout is not None

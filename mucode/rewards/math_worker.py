@@ -71,9 +71,11 @@ def check_answer(gold: str, response: str) -> dict[str, Any]:
     if not gold_parsed:
         return {
             "status": "verifier_error",
-            "details": {"error": f"the gold answer {gold!r} could not be parsed by math-verify"
-                        + (f" ({gold_error})" if gold_error else "")
-                        + "; fix the data set's answer (e.g. write it as LaTeX)"},
+            "details": {
+                "error": f"the gold answer {gold!r} could not be parsed by math-verify"
+                + (f" ({gold_error})" if gold_error else "")
+                + "; fix the data set's answer (e.g. write it as LaTeX)"
+            },
         }
     boxed = last_boxed(response)
     try:
@@ -123,7 +125,9 @@ def worker_main(memory_limit_mb: int) -> None:
     for line in sys.stdin:
         try:
             request = json.loads(line)
-            reply = _check_with_alarm(str(request["gold"]), str(request["response"]), float(request["timeout_s"]))
+            reply = _check_with_alarm(
+                str(request["gold"]), str(request["response"]), float(request["timeout_s"])
+            )
         except Exception as exc:  # noqa: BLE001 - report, keep serving
             reply = {"status": "verifier_error", "details": {"error": f"{type(exc).__name__}: {exc}"[:500]}}
         out.write(json.dumps(reply) + "\n")

@@ -38,10 +38,19 @@ def _as_program(loaded: object) -> RewardProgram:
 class ProgramRegistry(Registry[RewardProgram]):
     """Reward programs by name (duplicate names raise), plus the resources they need."""
 
-    def __init__(self, programs: dict[str, RewardProgram] | None = None, *,
-                 entry_point_group: str | None = None, select: Iterable[str] | None = None) -> None:
-        super().__init__("reward program", entry_point_group=entry_point_group, adapt=_as_program,
-                         select=None if select is None else set(select))
+    def __init__(
+        self,
+        programs: dict[str, RewardProgram] | None = None,
+        *,
+        entry_point_group: str | None = None,
+        select: Iterable[str] | None = None,
+    ) -> None:
+        super().__init__(
+            "reward program",
+            entry_point_group=entry_point_group,
+            adapt=_as_program,
+            select=None if select is None else set(select),
+        )
         for name, program in (programs or {}).items():
             self.add(name, program)
 

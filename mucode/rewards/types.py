@@ -2,7 +2,8 @@
 
 An ``Item`` is what a trainer, an evaluator or ``mucode verify`` hands in; a ``Result`` is what
 comes back (both defined with the status enum in ``mucode.protocol``, re-exported here).
-``status`` says why a reward is what it is. Two statuses are *infrastructure* failures (``verifier_error``, ``sandbox_error``): they carry no reward signal and a trainer must
+``status`` says why a reward is what it is. Two statuses are *infrastructure* failures (``verifier_error``,
+``sandbox_error``): they carry no reward signal and a trainer must
 mask them out (``INFRA_STATUSES``), never treat them as reward 0.
 """
 
@@ -25,7 +26,6 @@ __all__ = [
     "RewardProgram",
     "Status",
 ]
-
 
 
 @dataclass

@@ -35,10 +35,14 @@ __all__ = ["DummyEngine", "fixed_distribution"]
 logger = logging.getLogger(__name__)
 
 
-def fixed_distribution(vocab_size: int, eos_token_id: int, mean_response_tokens: float, temperature: float = 1.0) -> np.ndarray:
+def fixed_distribution(
+    vocab_size: int, eos_token_id: int, mean_response_tokens: float, temperature: float = 1.0
+) -> np.ndarray:
     """Log-probs (float64, ``[vocab_size]``) of the engine's distribution at ``temperature``."""
     if vocab_size < 2 or not 0 <= eos_token_id < vocab_size:
-        raise ValueError(f"need a vocabulary of at least 2 tokens holding eos_token_id, got {vocab_size}, {eos_token_id}")
+        raise ValueError(
+            f"need a vocabulary of at least 2 tokens holding eos_token_id, got {vocab_size}, {eos_token_id}"
+        )
     if mean_response_tokens < 1:
         raise ValueError(f"mean_response_tokens must be >= 1, got {mean_response_tokens}")
     ranks = np.random.default_rng(12345).permutation(vocab_size - 1) + 1.0
@@ -55,11 +59,24 @@ def fixed_distribution(vocab_size: int, eos_token_id: int, mean_response_tokens:
 class DummyEngine:
     """Random responses from :func:`fixed_distribution`, with their exact behaviour log-probs."""
 
-    def __init__(self, tokenizer: Any, *, temperature: float = 1.0, max_new_tokens: int = 1024, seed: int = 0,
-                 batch_size: int = 256, mean_response_tokens: float = 256.0, vocab_size: int | None = None,
-                 top_p: float = 1.0, top_k: int = -1, decode: bool = True) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        temperature: float = 1.0,
+        max_new_tokens: int = 1024,
+        seed: int = 0,
+        batch_size: int = 256,
+        mean_response_tokens: float = 256.0,
+        vocab_size: int | None = None,
+        top_p: float = 1.0,
+        top_k: int = -1,
+        decode: bool = True,
+    ) -> None:
         if top_p < 1 or top_k > 0:
-            logger.warning("the dummy engine ignores top_p/top_k: it samples its fixed distribution at the temperature")
+            logger.warning(
+                "the dummy engine ignores top_p/top_k: it samples its fixed distribution at the temperature"
+            )
         eos = tokenizer.eos_token_id
         if eos is None:
             raise ValueError("the dummy engine needs a tokenizer with an eos_token_id")
@@ -84,29 +101,43 @@ class DummyEngine:
         body = int(self._rng.geometric(self._p_stop)) - 1 if self._p_stop > 0 else self.max_new_tokens
         stopped = body < self.max_new_tokens
         n = body if stopped else self.max_new_tokens
-        tokens = self._others[np.searchsorted(self._cdf, self._rng.random(n), side="right").clip(max=len(self._cdf) - 1)]
+        tokens = self._others[
+            np.searchsorted(self._cdf, self._rng.random(n), side="right").clip(max=len(self._cdf) - 1)
+        ]
         if stopped:
             tokens = np.append(tokens, self.eos_token_id)
         return tokens, stopped
 
-    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
+    def generate(
+        self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
+    ) -> Iterator[list[Sample]]:
         """Yields each prompt's group (``samples_per_prompt`` samples), ``batch_size`` prompts decoded together."""
         if self._closed:
             raise RuntimeError("the dummy engine is closed")
         for start in range(0, len(prompts), self.batch_size):
-            chunk = prompts[start:start + self.batch_size]
+            chunk = prompts[start : start + self.batch_size]
             drawn = [[self._sample() for _ in range(samples_per_prompt)] for _ in chunk]
             flat = [tokens.tolist() for group in drawn for tokens, _ in group]
-            texts = self.tokenizer.batch_decode(flat, skip_special_tokens=True) if self.decode else [""] * len(flat)
+            texts = (
+                self.tokenizer.batch_decode(flat, skip_special_tokens=True)
+                if self.decode
+                else [""] * len(flat)
+            )
             for i, (prompt_id, prompt_ids) in enumerate(chunk):
                 group = []
                 for j, (tokens, stopped) in enumerate(drawn[i]):
                     k = i * samples_per_prompt + j
-                    group.append(Sample(
-                        prompt_id=prompt_id, sample_index=j, prompt_token_ids=list(prompt_ids),
-                        response_token_ids=flat[k], behaviour_logprobs=self._logp32[tokens].tolist(),
-                        response_text=texts[k], finish_reason="stop" if stopped else "length",
-                    ))
+                    group.append(
+                        Sample(
+                            prompt_id=prompt_id,
+                            sample_index=j,
+                            prompt_token_ids=list(prompt_ids),
+                            response_token_ids=flat[k],
+                            behaviour_logprobs=self._logp32[tokens].tolist(),
+                            response_text=texts[k],
+                            finish_reason="stop" if stopped else "length",
+                        )
+                    )
                 yield group
 
     def close(self) -> None:

@@ -31,11 +31,15 @@ EngineBuilder = Callable[..., RolloutEngine]
 def _as_builder(loaded: object) -> EngineBuilder:
     """An entry point's object as an engine builder (the callable itself: it is called per engine)."""
     if not callable(loaded):
-        raise TypeError(f"expected a builder fn(model_path, **settings) -> RolloutEngine, got {type(loaded).__name__}")
+        raise TypeError(
+            f"expected a builder fn(model_path, **settings) -> RolloutEngine, got {type(loaded).__name__}"
+        )
     return cast(EngineBuilder, loaded)
 
 
-ENGINES: Registry[EngineBuilder] = Registry("rollout engine", entry_point_group=ENTRY_POINT_GROUP, adapt=_as_builder)
+ENGINES: Registry[EngineBuilder] = Registry(
+    "rollout engine", entry_point_group=ENTRY_POINT_GROUP, adapt=_as_builder
+)
 """Rollout engine builders by name: the built-ins and what installed packages declare."""
 
 
@@ -80,8 +84,18 @@ def _build_vllm(model_path: str, *, device: str, **options: Any) -> RolloutEngin
 
 
 @register_engine("dummy")
-def _build_dummy(model_path: str, *, top_p: float, top_k: int, dtype: str, device: str, tensor_parallel_size: int,
-                 data_parallel_size: int, gpu_memory_utilization: float, **options: Any) -> RolloutEngine:
+def _build_dummy(
+    model_path: str,
+    *,
+    top_p: float,
+    top_k: int,
+    dtype: str,
+    device: str,
+    tensor_parallel_size: int,
+    data_parallel_size: int,
+    gpu_memory_utilization: float,
+    **options: Any,
+) -> RolloutEngine:
     """No model: random tokens from a fixed distribution (``mucode.rollout.dummy``); only the tokenizer is read."""
     from transformers import AutoTokenizer  # lazy: transformers
 

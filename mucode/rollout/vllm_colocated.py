@@ -47,15 +47,25 @@ __all__ = ["ColocatedVLLM", "colocated_llm_kwargs"]
 
 
 # what torchrun would set, for a run without it (one process, one GPU)
-_SINGLE_PROCESS_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": "29513"}
+_SINGLE_PROCESS_ENV = {
+    "RANK": "0",
+    "LOCAL_RANK": "0",
+    "WORLD_SIZE": "1",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29513",
+}
 
 
 def colocated_llm_kwargs(settings: VLLMSettings, rank: int) -> dict[str, Any]:
     """Keyword arguments of ``vllm.LLM`` for the colocated engine of ``rank``."""
     kwargs = llm_kwargs(settings, rank)
-    kwargs.update({"tensor_parallel_size": 1, "distributed_executor_backend": "external_launcher",
-                   "enable_sleep_mode": True})
+    kwargs.update(
+        {
+            "tensor_parallel_size": 1,
+            "distributed_executor_backend": "external_launcher",
+            "enable_sleep_mode": True,
+        }
+    )
     return kwargs
 
 
@@ -86,21 +96,44 @@ def _runner_model(llm: Any) -> Any:
 class ColocatedVLLM:
     """One long-lived in-process vLLM engine per rank; weights arrive in memory each stage."""
 
-    def __init__(self, model_path: str, *, temperature: float = 1.0, top_p: float = 1.0, top_k: int = -1,
-                 max_new_tokens: int = 1024, seed: int = 0, dtype: str = "auto", batch_size: int = 256,
-                 gpu_memory_utilization: float = 0.85, max_model_len: int | None = None,
-                 engine_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = -1,
+        max_new_tokens: int = 1024,
+        seed: int = 0,
+        dtype: str = "auto",
+        batch_size: int = 256,
+        gpu_memory_utilization: float = 0.85,
+        max_model_len: int | None = None,
+        engine_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         if importlib.util.find_spec("vllm") is None:
-            raise ImportError("train.weight_sync=memory with rollout.engine=vllm needs vLLM: "
-                              "`pip install 'mucode[vllm]'`, or set train.weight_sync=disk")
+            raise ImportError(
+                "train.weight_sync=memory with rollout.engine=vllm needs vLLM: "
+                "`pip install 'mucode[vllm]'`, or set train.weight_sync=disk"
+            )
         import vllm  # lazy: vllm
 
         if not processed_logprobs_supported(vllm.__version__):
-            raise RuntimeError(f"vLLM {vllm.__version__} takes log-probs before temperature; install vllm>=0.10.2")
-        self.settings = VLLMSettings(model_path=model_path, temperature=temperature, top_p=top_p, top_k=top_k,
-                                     max_new_tokens=max_new_tokens, seed=seed, dtype=dtype,
-                                     gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                                     engine_kwargs=dict(engine_kwargs or {}))
+            raise RuntimeError(
+                f"vLLM {vllm.__version__} takes log-probs before temperature; install vllm>=0.10.2"
+            )
+        self.settings = VLLMSettings(
+            model_path=model_path,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            dtype=dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            engine_kwargs=dict(engine_kwargs or {}),
+        )
         self.batch_size = batch_size
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core stays in this process
         for name, value in _SINGLE_PROCESS_ENV.items():  # external_launcher reads torchrun's variables
@@ -124,7 +157,9 @@ class ColocatedVLLM:
         else:
             self.llm.reset_prefix_cache()
 
-    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
+    def generate(
+        self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
+    ) -> Iterator[list[Sample]]:
         from vllm import SamplingParams  # lazy: vllm
         from vllm.inputs import TokensPrompt  # lazy: vllm
 
@@ -132,10 +167,16 @@ class ColocatedVLLM:
             raise RuntimeError("the colocated vLLM engine is asleep; load_weights wakes it")
         for start in range(0, len(prompts), self.batch_size):
             chunk = prompts[start : start + self.batch_size]
-            params = [SamplingParams(**sampling_kwargs(self.settings, samples_per_prompt),
-                                     seed=derive_seed(self.stage_seed, SeedPurpose.REQUEST, index=_index(pid, start + i))) for i, (pid, _) in enumerate(chunk)]
-            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for _, ids in chunk], params,
-                                        use_tqdm=False)
+            params = [
+                SamplingParams(
+                    **sampling_kwargs(self.settings, samples_per_prompt),
+                    seed=derive_seed(self.stage_seed, SeedPurpose.REQUEST, index=_index(pid, start + i)),
+                )
+                for i, (pid, _) in enumerate(chunk)
+            ]
+            outputs = self.llm.generate(
+                [TokensPrompt(prompt_token_ids=list(ids)) for _, ids in chunk], params, use_tqdm=False
+            )
             for (pid, ids), out in zip(chunk, outputs, strict=True):
                 yield group_from_output(pid, list(ids), out)
 
@@ -163,7 +204,9 @@ class _StageView:
     def __init__(self, engine: ColocatedVLLM) -> None:
         self.engine = engine
 
-    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
+    def generate(
+        self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
+    ) -> Iterator[list[Sample]]:
         return self.engine.generate(prompts, samples_per_prompt)
 
     def close(self) -> None:

@@ -16,5 +16,17 @@ from mucode.sandbox.base import (
 from mucode.sandbox.checkers import check
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, TestSpec
 
-__all__ = ["SANDBOX_BACKENDS", "CodeJob", "JobResult", "RawRun", "SandboxBackend", "TestOutcome", "TestSpec",
-           "backend_names", "check", "make_backend", "production_backend_names", "register_backend"]
+__all__ = [
+    "SANDBOX_BACKENDS",
+    "CodeJob",
+    "JobResult",
+    "RawRun",
+    "SandboxBackend",
+    "TestOutcome",
+    "TestSpec",
+    "backend_names",
+    "check",
+    "make_backend",
+    "production_backend_names",
+    "register_backend",
+]

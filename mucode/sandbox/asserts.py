@@ -31,8 +31,19 @@ from typing import Any
 REPORT = "__mucode_report__"
 CHECK = "__mucode_check__"
 VALUE = "__mucode_value__"
-_CONDITIONAL = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match,
-                ast.IfExp, ast.Lambda, ast.ClassDef)
+_CONDITIONAL = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.Try,
+    ast.With,
+    ast.AsyncWith,
+    ast.Match,
+    ast.IfExp,
+    ast.Lambda,
+    ast.ClassDef,
+)
 _OPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Is: "is", ast.IsNot: "is_not"}
 
 
@@ -117,8 +128,11 @@ class _Rewriter(ast.NodeTransformer):
 def _plain_operands(test: ast.expr) -> ast.expr:
     """Wrap the operands of comparisons (through ``and``/``or``/``not``) in the plain-data check."""
     if isinstance(test, ast.Compare):
-        return ast.Compare(left=_call(VALUE, test.left), ops=test.ops,
-                           comparators=[_call(VALUE, c) for c in test.comparators])
+        return ast.Compare(
+            left=_call(VALUE, test.left),
+            ops=test.ops,
+            comparators=[_call(VALUE, c) for c in test.comparators],
+        )
     if isinstance(test, ast.BoolOp):
         return ast.BoolOp(op=test.op, values=[_plain_operands(v) for v in test.values])
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -156,7 +170,7 @@ def decode(obj: Any, depth: int = 0) -> Any:
     if isinstance(obj, list):
         return [decode(v, depth + 1) for v in obj]
     if isinstance(obj, dict) and len(obj) == 1:
-        (tag, v), = obj.items()
+        ((tag, v),) = obj.items()
         if tag == "i":
             return int(v, 16)
         if tag == "f":

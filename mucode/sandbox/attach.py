@@ -38,12 +38,15 @@ class AttachBackend(PooledBackend):
 
     name = "attach"
 
-    def __init__(self, *, socket_dir: str | Path, health_interval_s: float = 5.0,
-                 acquire_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, *, socket_dir: str | Path, health_interval_s: float = 5.0, acquire_timeout_s: float = 600.0
+    ) -> None:
         super().__init__(acquire_timeout_s=acquire_timeout_s)
         if not socket_dir:
-            raise ValueError("the attach backend needs socket_dir (the dir of executor sockets, e.g. "
-                             'MUCODE_BACKEND_OPTIONS=\'{"socket_dir": "/run/mucode"}\')')
+            raise ValueError(
+                "the attach backend needs socket_dir (the dir of executor sockets, e.g. "
+                'MUCODE_BACKEND_OPTIONS=\'{"socket_dir": "/run/mucode"}\')'
+            )
         self.socket_dir = Path(socket_dir)
         self.health_interval_s = health_interval_s
 
@@ -54,8 +57,10 @@ class AttachBackend(PooledBackend):
         await self._scan()
         if not self._pool.endpoints:
             self._pool = None
-            raise NoExecutorError(f"no executor answers in {self.socket_dir} (expected <name>.sock and <name>.ctl "
-                                  "from sandbox containers sharing that volume): start them first")
+            raise NoExecutorError(
+                f"no executor answers in {self.socket_dir} (expected <name>.sock and <name>.ctl "
+                "from sandbox containers sharing that volume): start them first"
+            )
         if self.health_interval_s > 0:
             self._start_monitor(self.health_interval_s, "attached", self._scan)
 
@@ -77,8 +82,12 @@ class AttachBackend(PooledBackend):
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
         reason = await self._probe(ep)
         if reason is not None and self._pool is not None:
-            logger.warning("dropping attached executor %s until it answers healthy again: %s (after: %s)",
-                           ep.name, reason, exc)
+            logger.warning(
+                "dropping attached executor %s until it answers healthy again: %s (after: %s)",
+                ep.name,
+                reason,
+                exc,
+            )
             await self._pool.remove(ep.name)
 
     async def health(self) -> dict[str, object]:

@@ -29,8 +29,15 @@ from typing import Protocol, runtime_checkable
 from mucode.registry import Registry
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
 
-__all__ = ["SANDBOX_BACKENDS", "BackendEntry", "SandboxBackend", "backend_names", "make_backend",
-           "production_backend_names", "register_backend"]
+__all__ = [
+    "SANDBOX_BACKENDS",
+    "BackendEntry",
+    "SandboxBackend",
+    "backend_names",
+    "make_backend",
+    "production_backend_names",
+    "register_backend",
+]
 
 
 @runtime_checkable
@@ -81,14 +88,17 @@ def _adapt(obj: object) -> BackendEntry:
 
 
 SANDBOX_BACKENDS: Registry[BackendEntry] = Registry(
-    "sandbox backend", entry_point_group="mucode.sandbox_backends", adapt=_adapt)
+    "sandbox backend", entry_point_group="mucode.sandbox_backends", adapt=_adapt
+)
 SANDBOX_BACKENDS.register("local", BackendEntry("mucode.sandbox.local:LocalBackend"))
 SANDBOX_BACKENDS.register("docker", BackendEntry("mucode.sandbox.docker:DockerPoolBackend"))
 SANDBOX_BACKENDS.register("attach", BackendEntry("mucode.sandbox.attach:AttachBackend"))
 SANDBOX_BACKENDS.register("fake", BackendEntry("mucode.sandbox.fake:FakeBackend", production=False))
 
 
-def register_backend(name: str, target: str | Callable[..., SandboxBackend], *, production: bool = True) -> None:
+def register_backend(
+    name: str, target: str | Callable[..., SandboxBackend], *, production: bool = True
+) -> None:
     """Add a backend under ``name`` (a class or ``"module:Class"``); raises if the name is taken."""
     SANDBOX_BACKENDS.register(name, BackendEntry(target, production))
 
@@ -115,5 +125,7 @@ def make_backend(name: str, **options: object) -> SandboxBackend:
         if unknown:
             hints: dict[str, str] = getattr(cls, "option_hints", {})
             hint = "".join(f"; {hints[o]}" for o in unknown if o in hints)
-            raise ValueError(f"unknown option(s) {unknown} for the {name!r} sandbox backend; valid: {valid}{hint}")
+            raise ValueError(
+                f"unknown option(s) {unknown} for the {name!r} sandbox backend; valid: {valid}{hint}"
+            )
     return cls(**options)

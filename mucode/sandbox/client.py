@@ -66,7 +66,8 @@ class Endpoint:
         """The executor's health reply (raises ExecutorError when it does not answer)."""
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(ctl_path_for(self.socket_path))), timeout_s)
+                asyncio.open_unix_connection(str(ctl_path_for(self.socket_path))), timeout_s
+            )
         except (OSError, asyncio.TimeoutError) as exc:
             raise ExecutorError(f"{self.name}: health socket unreachable: {exc!r}") from exc
         try:
@@ -87,8 +88,7 @@ class Endpoint:
             await asyncio.sleep(0.5)
             return await self.ping(timeout_s)
 
-    async def run(self, request: Frame, keep_going: Callable[[Frame], bool],
-                  timeout_s: float) -> list[Frame]:
+    async def run(self, request: Frame, keep_going: Callable[[Frame], bool], timeout_s: float) -> list[Frame]:
         """Run one job; ``keep_going(test_frame)`` decides whether the next test runs.
         Returns the test frames received. Raises ExecutorError on any infrastructure failure."""
         n_tests = max(1, len(request.get("inputs") or []))
@@ -96,7 +96,8 @@ class Endpoint:
             n_tests = 1
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(self.socket_path), limit=1 << 20), 10.0)
+                asyncio.open_unix_connection(str(self.socket_path), limit=1 << 20), 10.0
+            )
         except (OSError, asyncio.TimeoutError) as exc:
             raise ExecutorError(f"{self.name}: job socket unreachable: {exc!r}") from exc
         frames: list[Frame] = []
@@ -156,16 +157,21 @@ class SlotPool:
 
     async def acquire(self, timeout_s: float) -> Endpoint:
         def pick() -> Endpoint | None:
-            best = max((e for e in self.endpoints.values() if e.alive and e.free > 0),
-                       key=lambda e: e.free, default=None)
+            best = max(
+                (e for e in self.endpoints.values() if e.alive and e.free > 0),
+                key=lambda e: e.free,
+                default=None,
+            )
             return best
 
         async with self._cond:
             try:
                 await asyncio.wait_for(self._cond.wait_for(lambda: pick() is not None), timeout_s)
             except asyncio.TimeoutError:
-                raise NoSandbox(f"no sandbox slot became free within {timeout_s:.0f} s "
-                                f"({len(self.endpoints)} executors known)") from None
+                raise NoSandbox(
+                    f"no sandbox slot became free within {timeout_s:.0f} s "
+                    f"({len(self.endpoints)} executors known)"
+                ) from None
             ep = pick()
             assert ep is not None
             ep.free -= 1

@@ -55,8 +55,10 @@ def _entry(value: str | Mapping[str, Any], where: str) -> dict[str, Any]:
         if entry["verdict"] not in SANDBOX_VERDICTS:
             raise ValueError(entry["verdict"])
     except (KeyError, ValueError):
-        raise ValueError(f"fake sandbox backend: {where} needs a verdict, one of "
-                         f"{', '.join(v.value for v in Status if v in SANDBOX_VERDICTS)}; got {value!r}") from None
+        raise ValueError(
+            f"fake sandbox backend: {where} needs a verdict, one of "
+            f"{', '.join(v.value for v in Status if v in SANDBOX_VERDICTS)}; got {value!r}"
+        ) from None
     return entry
 
 
@@ -67,12 +69,22 @@ class FakeBackend:
 
     name = "fake"
 
-    def __init__(self, *, table: Mapping[str, str | Mapping[str, Any]] | None = None,
-                 rules: Sequence[Mapping[str, str]] = (), default: str | None = None, slots: int = 4) -> None:
+    def __init__(
+        self,
+        *,
+        table: Mapping[str, str | Mapping[str, Any]] | None = None,
+        rules: Sequence[Mapping[str, str]] = (),
+        default: str | None = None,
+        slots: int = 4,
+    ) -> None:
         if not table and not rules and default is None:
-            raise ValueError("the fake sandbox backend runs no program and has no verdicts to give: pass table, "
-                             "rules or default (it is a test double; for real runs use docker, attach or local)")
-        self._table = {key: _entry(value, f"table entry {key[:40]!r}") for key, value in (table or {}).items()}
+            raise ValueError(
+                "the fake sandbox backend runs no program and has no verdicts to give: pass table, "
+                "rules or default (it is a test double; for real runs use docker, attach or local)"
+            )
+        self._table = {
+            key: _entry(value, f"table entry {key[:40]!r}") for key, value in (table or {}).items()
+        }
         self._rules = [(str(rule["contains"]), _entry(rule, f"rule {i}")) for i, rule in enumerate(rules)]
         self._default = None if default is None else _entry(default, "default")
         self.slots = slots
@@ -93,7 +105,9 @@ class FakeBackend:
 
     async def start(self) -> None:
         if not self._started:
-            logger.warning("fake sandbox backend: programs are NOT run, verdicts come from a table (tests only)")
+            logger.warning(
+                "fake sandbox backend: programs are NOT run, verdicts come from a table (tests only)"
+            )
         self._started = True
 
     async def close(self) -> None:
@@ -121,20 +135,39 @@ class FakeBackend:
         self._check_started()
         entry = self.verdict_of(run.program)
         if entry is None:
-            return _outcome(Status.sandbox_error, {"stderr": "fake sandbox backend: no verdict for program "
-                                                              f"sha256 {program_hash(run.program)}"}, "")
+            return _outcome(
+                Status.sandbox_error,
+                {
+                    "stderr": "fake sandbox backend: no verdict for program "
+                    f"sha256 {program_hash(run.program)}"
+                },
+                "",
+            )
         verdict = Status.correct if entry["verdict"] is Status.wrong_answer else entry["verdict"]
         return _outcome(verdict, entry, "")  # a raw run has no expected output: it ran and exited 0
 
     async def health(self) -> dict[str, object]:
-        return {"ok": self._started, "backend": self.name, "pool_size": self.slots if self._started else 0,
-                "idle": self.slots if self._started else 0, "fake": True}
+        return {
+            "ok": self._started,
+            "backend": self.name,
+            "pool_size": self.slots if self._started else 0,
+            "idle": self.slots if self._started else 0,
+            "fake": True,
+        }
 
 
 def _outcome(verdict: Status, entry: Mapping[str, Any], stdout: str) -> TestOutcome:
     ok = verdict in (Status.correct, Status.wrong_answer)
     exit_code = entry.get("exit_code", 0 if ok else (1 if verdict is Status.runtime_error else None))
-    return TestOutcome(verdict=verdict, stdout=str(entry.get("stdout", stdout)), stderr=str(entry.get("stderr", "")),
-                       truncated=verdict is Status.output_limit, exit_code=exit_code,
-                       signal=None if exit_code is not None else 9, wall_s=0.0, cpu_s=0.0, peak_memory_mb=0.0,
-                       limit_hit=_LIMIT_HIT.get(verdict))
+    return TestOutcome(
+        verdict=verdict,
+        stdout=str(entry.get("stdout", stdout)),
+        stderr=str(entry.get("stderr", "")),
+        truncated=verdict is Status.output_limit,
+        exit_code=exit_code,
+        signal=None if exit_code is not None else 9,
+        wall_s=0.0,
+        cpu_s=0.0,
+        peak_memory_mb=0.0,
+        limit_hit=_LIMIT_HIT.get(verdict),
+    )

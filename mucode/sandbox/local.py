@@ -90,22 +90,44 @@ class LocalBackend(PooledBackend):
 
     name = "local"
 
-    def __init__(self, *, slots: int = 2, uid_base: int = 61000, scratch_mb: int = 64,
-                 python: str = "/usr/bin/python3", executor_dir: str | Path | None = None,
-                 nproc: int = 64, fsize_mb: int = 32, output_limit_bytes: int = 16 << 20,
-                 wall_factor: float = 2.0, deadline_slack_s: float = 45.0, cgroups: bool = True,
-                 slot_memory_mb: int = 2048,
-                 start_timeout_s: float = 20.0,
-                 health_interval_s: float = 5.0, acquire_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        *,
+        slots: int = 2,
+        uid_base: int = 61000,
+        scratch_mb: int = 64,
+        python: str = "/usr/bin/python3",
+        executor_dir: str | Path | None = None,
+        nproc: int = 64,
+        fsize_mb: int = 32,
+        output_limit_bytes: int = 16 << 20,
+        wall_factor: float = 2.0,
+        deadline_slack_s: float = 45.0,
+        cgroups: bool = True,
+        slot_memory_mb: int = 2048,
+        start_timeout_s: float = 20.0,
+        health_interval_s: float = 5.0,
+        acquire_timeout_s: float = 600.0,
+    ) -> None:
         super().__init__(acquire_timeout_s=acquire_timeout_s)
         self.slots = slots
         self.uid_base = uid_base
         self.scratch_mb = scratch_mb
         self.python = python
         self.executor_dir = Path(executor_dir) if executor_dir else EXECUTOR_DIR
-        self.executor_args = ["--exit-on-stdin-eof", "--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
-                              "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor),
-                              "--deadline-slack-s", str(deadline_slack_s)]
+        self.executor_args = [
+            "--exit-on-stdin-eof",
+            "--nproc",
+            str(nproc),
+            "--fsize-mb",
+            str(fsize_mb),
+            "--output-limit-bytes",
+            str(output_limit_bytes),
+            "--wall-factor",
+            str(wall_factor),
+            "--deadline-slack-s",
+            str(deadline_slack_s),
+        ]
         self.start_timeout_s = start_timeout_s
         self.health_interval_s = health_interval_s
         self.cgroups = cgroups
@@ -123,17 +145,23 @@ class LocalBackend(PooledBackend):
 
     def _check_host(self) -> None:
         if os.geteuid() != 0:
-            raise RuntimeError("the local sandbox backend needs root (it creates namespaces and switches "
-                               "uids): run as root, or use the docker backend")
+            raise RuntimeError(
+                "the local sandbox backend needs root (it creates namespaces and switches "
+                "uids): run as root, or use the docker backend"
+            )
         if shutil.which("unshare") is None:
             raise RuntimeError("the local sandbox backend needs `unshare` (apt-get install util-linux)")
         if not (self.executor_dir / "executor.py").is_file():
-            raise RuntimeError(f"executor not found in {self.executor_dir}; reinstall mucode (the wheel ships it in "
-                               "sandbox) or pass executor_dir=DIR")
+            raise RuntimeError(
+                f"executor not found in {self.executor_dir}; reinstall mucode (the wheel ships it in "
+                "sandbox) or pass executor_dir=DIR"
+            )
         real = os.path.realpath(self.python)
         if not real.startswith(("/usr/", "/bin/", "/lib")) or not os.access(real, os.X_OK):
-            raise RuntimeError(f"python={self.python!r} must be an interpreter under /usr (it is the only "
-                               "tree visible in the jail), e.g. /usr/bin/python3 (apt-get install python3)")
+            raise RuntimeError(
+                f"python={self.python!r} must be an interpreter under /usr (it is the only "
+                "tree visible in the jail), e.g. /usr/bin/python3 (apt-get install python3)"
+            )
 
     async def start(self) -> None:
         if self._pool is not None:
@@ -151,17 +179,34 @@ class LocalBackend(PooledBackend):
         (self._workdir / "run").mkdir(mode=0o700)
         (self._workdir / "root").mkdir(mode=0o700)
         self._cgroup = self._make_cgroups(self._workdir.name) if self.cgroups else None
-        cmd = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "unshare", *UNSHARE_FLAGS, "sh",
-               str(self.executor_dir / "jail.sh"), str(self._workdir), str(self.slots), str(self.uid_base),
-               str(self.scratch_mb), self.python, self._cgroup or "-", *self.executor_args]
+        cmd = [
+            "env",
+            "-i",
+            "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+            "unshare",
+            *UNSHARE_FLAGS,
+            "sh",
+            str(self.executor_dir / "jail.sh"),
+            str(self._workdir),
+            str(self.slots),
+            str(self.uid_base),
+            str(self.scratch_mb),
+            self.python,
+            self._cgroup or "-",
+            *self.executor_args,
+        ]
         log_path = self._workdir / "jail.log"
         with open(log_path, "wb") as log:
             self._proc = await asyncio.create_subprocess_exec(
-                *cmd, stdin=asyncio.subprocess.PIPE, stdout=log, stderr=log, start_new_session=True)
+                *cmd, stdin=asyncio.subprocess.PIPE, stdout=log, stderr=log, start_new_session=True
+            )
         # The jail's stdin is a lifeline: if this process dies without close(), the executor sees
         # EOF and exits, which takes its whole namespace down (--exit-on-stdin-eof).
-        ep = Endpoint(name=f"local-{self._proc.pid}", socket_path=self._workdir / "run" / "executor.sock",
-                      slots=self.slots)
+        ep = Endpoint(
+            name=f"local-{self._proc.pid}",
+            socket_path=self._workdir / "run" / "executor.sock",
+            slots=self.slots,
+        )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.start_timeout_s
         while True:
@@ -169,15 +214,18 @@ class LocalBackend(PooledBackend):
                 err = log_path.read_text(errors="replace")
                 code = self._proc.returncode
                 await self._teardown()
-                raise RuntimeError(f"the local sandbox jail exited at start (code {code}): {err.strip()[-2000:]}")
+                raise RuntimeError(
+                    f"the local sandbox jail exited at start (code {code}): {err.strip()[-2000:]}"
+                )
             try:
                 info = await ep.ping(timeout_s=2.0)
                 break
             except ExecutorError:
                 if loop.time() > deadline:
                     await self._teardown()
-                    raise RuntimeError(f"the local sandbox executor did not answer within "
-                                       f"{self.start_timeout_s:.0f} s") from None
+                    raise RuntimeError(
+                        f"the local sandbox executor did not answer within {self.start_timeout_s:.0f} s"
+                    ) from None
                 await asyncio.sleep(0.05)
         ep.slots = int(info.get("slots", self.slots))
         await self.pool.add(ep)

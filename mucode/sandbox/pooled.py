@@ -48,10 +48,15 @@ def build_request(job: CodeJob, plan: AssertPlan | None = None) -> dict[str, Any
     if not job.time_limit_s > 0 or job.memory_limit_mb < 16:
         raise ValueError("time_limit_s must be > 0 and memory_limit_mb >= 16")
     return {
-        "op": "run", "language": job.language, "mode": t.format, "program": job.program,
-        "inputs": inputs, "fn_name": t.fn_name,
+        "op": "run",
+        "language": job.language,
+        "mode": t.format,
+        "program": job.program,
+        "inputs": inputs,
+        "fn_name": t.fn_name,
         "assert_code": plan.source if plan is not None else t.assert_code,
-        "entry_point": None if plan is not None else t.entry_point, "time_limit_s": job.time_limit_s,
+        "entry_point": None if plan is not None else t.entry_point,
+        "time_limit_s": job.time_limit_s,
         "memory_limit_mb": job.memory_limit_mb,
     }
 
@@ -71,10 +76,15 @@ def call_results_equal(expected: str, actual: str, checker: str) -> bool:
 
 def to_outcome(frame: dict[str, Any], verdict: Status) -> TestOutcome:
     return TestOutcome(
-        verdict=verdict, stdout=frame.get("stdout", ""), stderr=frame.get("stderr", ""),
-        truncated=bool(frame.get("truncated")), exit_code=frame.get("exit_code"),
-        signal=frame.get("signal"), wall_s=float(frame.get("wall_s", 0.0)),
-        cpu_s=float(frame.get("cpu_s", 0.0)), peak_memory_mb=float(frame.get("peak_memory_mb", 0.0)),
+        verdict=verdict,
+        stdout=frame.get("stdout", ""),
+        stderr=frame.get("stderr", ""),
+        truncated=bool(frame.get("truncated")),
+        exit_code=frame.get("exit_code"),
+        signal=frame.get("signal"),
+        wall_s=float(frame.get("wall_s", 0.0)),
+        cpu_s=float(frame.get("cpu_s", 0.0)),
+        peak_memory_mb=float(frame.get("peak_memory_mb", 0.0)),
         limit_hit=frame.get("limit_hit"),
     )
 
@@ -95,8 +105,11 @@ def judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None = N
     else:
         expected = t.outputs[int(frame["index"])]
         actual = frame.get("stdout", "")
-        ok = (call_results_equal(expected, actual, job.checker) if t.format == "call"
-              else check(job.checker, expected, actual))
+        ok = (
+            call_results_equal(expected, actual, job.checker)
+            if t.format == "call"
+            else check(job.checker, expected, actual)
+        )
     return to_outcome(frame, Status.correct if ok else Status.wrong_answer)
 
 
@@ -162,11 +175,15 @@ class PooledBackend:
         except ExecutorError as exc:
             return str(exc)
         if not info.get("ok") and info.get("tampered", True):
-            return (f"executor reports leftover processes {info.get('leftover_processes')} or writable "
-                    f"shared dirs {info.get('writable_shared_dirs')} or broken slots {info.get('broken_slots')}")
+            return (
+                f"executor reports leftover processes {info.get('leftover_processes')} or writable "
+                f"shared dirs {info.get('writable_shared_dirs')} or broken slots {info.get('broken_slots')}"
+            )
         return None
 
-    async def _run(self, request: dict[str, Any], keep_going: Any, time_limit_s: float) -> tuple[list[dict[str, Any]], str | None]:
+    async def _run(
+        self, request: dict[str, Any], keep_going: Any, time_limit_s: float
+    ) -> tuple[list[dict[str, Any]], str | None]:
         """Run on a free slot. An executor that fails mid-job (a handler or slot past its deadline
         is killed by the executor, which closes the connection) is reported to the backend, which
         replaces what is broken, and the job runs once more on a fresh slot."""
@@ -182,7 +199,9 @@ class PooledBackend:
             except ExecutorRejected as exc:
                 raise ValueError(f"the sandbox rejected the job: {exc}") from None
             except ExecutorError as exc:
-                logger.warning("sandbox executor %s failed mid-job (attempt %d): %s", ep.name, attempt + 1, exc)
+                logger.warning(
+                    "sandbox executor %s failed mid-job (attempt %d): %s", ep.name, attempt + 1, exc
+                )
                 error = str(exc)
                 await self._executor_failed(ep, exc)
             finally:
@@ -191,7 +210,11 @@ class PooledBackend:
 
     async def judge(self, job: CodeJob) -> JobResult:
         start = time.monotonic()
-        plan = asserts.prepare(job.tests.assert_code, job.tests.entry_point) if job.tests.format == "assert" else None
+        plan = (
+            asserts.prepare(job.tests.assert_code, job.tests.entry_point)
+            if job.tests.format == "assert"
+            else None
+        )
         request = build_request(job, plan)
         outcomes: list[TestOutcome] = []
 
@@ -203,7 +226,7 @@ class PooledBackend:
             return outcome.verdict is Status.correct or not job.stop_on_first_failure
 
         frames, error = await self._run(request, keep_going, job.time_limit_s)
-        for frame in frames[len(outcomes):]:  # the last frame is not passed to keep_going
+        for frame in frames[len(outcomes) :]:  # the last frame is not passed to keep_going
             outcomes.append(judge_frame(job, frame, plan))
         wall = time.monotonic() - start
         if error is not None:
@@ -214,23 +237,38 @@ class PooledBackend:
             return JobResult(Status.sandbox_error, outcomes, wall, error=str(infra[0].get("message")))
         expected_tests = 1 if job.tests.format == "assert" else len(job.tests.inputs)
         if not bad and len(outcomes) != expected_tests:
-            return JobResult(Status.sandbox_error, outcomes, wall,
-                             error=f"executor ran {len(outcomes)} of {expected_tests} tests")
+            return JobResult(
+                Status.sandbox_error,
+                outcomes,
+                wall,
+                error=f"executor ran {len(outcomes)} of {expected_tests} tests",
+            )
         return JobResult(bad[0].verdict if bad else Status.correct, outcomes, wall)
 
     async def run_raw(self, run: RawRun) -> TestOutcome:
-        request = {"op": "run", "language": run.language, "mode": "stdio", "program": run.program,
-                   "inputs": [run.stdin], "time_limit_s": run.time_limit_s,
-                   "memory_limit_mb": run.memory_limit_mb}
+        request = {
+            "op": "run",
+            "language": run.language,
+            "mode": "stdio",
+            "program": run.program,
+            "inputs": [run.stdin],
+            "time_limit_s": run.time_limit_s,
+            "memory_limit_mb": run.memory_limit_mb,
+        }
         if run.wall_limit_s is not None:
             request["wall_limit_s"] = run.wall_limit_s
-        frames, error = await self._run(request, lambda _: False, max(run.time_limit_s, run.wall_limit_s or 0.0))
+        frames, error = await self._run(
+            request, lambda _: False, max(run.time_limit_s, run.wall_limit_s or 0.0)
+        )
         if error is not None or not frames:
-            return TestOutcome(Status.sandbox_error, "", error or "no result", False, None, None,
-                               0.0, 0.0, 0.0, None)
+            return TestOutcome(
+                Status.sandbox_error, "", error or "no result", False, None, None, 0.0, 0.0, 0.0, None
+            )
         frame = frames[0]
         status = frame.get("status")
-        verdict = Status.correct if status == "ok" else _STATUS_TO_VERDICT.get(str(status), Status.sandbox_error)
+        verdict = (
+            Status.correct if status == "ok" else _STATUS_TO_VERDICT.get(str(status), Status.sandbox_error)
+        )
         return to_outcome(frame, verdict)
 
     async def health(self) -> dict[str, object]:
@@ -242,10 +280,15 @@ class PooledBackend:
         for ep in list(self._pool.endpoints.values()):
             try:
                 info = await ep.ping()
-                executors[ep.name] = {"ok": bool(info.get("ok")), "slots": ep.slots, "free": ep.free,
-                                      "busy": info.get("busy"), "stuck_slots": info.get("stuck_slots", []),
-                                      "broken_slots": info.get("broken_slots", []),
-                                      "seccomp": info.get("seccomp", False)}
+                executors[ep.name] = {
+                    "ok": bool(info.get("ok")),
+                    "slots": ep.slots,
+                    "free": ep.free,
+                    "busy": info.get("busy"),
+                    "stuck_slots": info.get("stuck_slots", []),
+                    "broken_slots": info.get("broken_slots", []),
+                    "seccomp": info.get("seccomp", False),
+                }
                 stuck += len(info.get("stuck_slots") or []) + len(info.get("broken_slots") or [])
                 ok = ok and bool(info.get("ok"))
             except ExecutorError as exc:
@@ -253,5 +296,11 @@ class PooledBackend:
                 ok = False
         # ok is False while any slot is busy past its deadline (the executor then kills and
         # replaces that slot's processes) or could not be cleaned (the backend replaces the executor)
-        return {"ok": ok, "backend": self.name, "pool_size": self._pool.total_slots,
-                "idle": self._pool.idle_slots, "stuck_slots": stuck, "executors": executors}
+        return {
+            "ok": ok,
+            "backend": self.name,
+            "pool_size": self._pool.total_slots,
+            "idle": self._pool.idle_slots,
+            "stuck_slots": stuck,
+            "executors": executors,
+        }

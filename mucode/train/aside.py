@@ -112,7 +112,10 @@ def _own_memory(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
             if isinstance(value, torch.Tensor) and not value.untyped_storage().resizable():
                 state[key] = value.clone()
     for p in model.parameters():
-        if not p.untyped_storage().resizable() and p.untyped_storage().nbytes() == p.numel() * p.element_size():
+        if (
+            not p.untyped_storage().resizable()
+            and p.untyped_storage().nbytes() == p.numel() * p.element_size()
+        ):
             p.data = p.data.clone()
 
 

@@ -13,7 +13,8 @@ The per-stage Hugging Face export (``<run_dir>/policy/stage-K``) is separate: it
 stage's engine loads and what users evaluate. ``model.pt`` and ``optimizer.pt`` hold the master
 weights and optimizer state in ``model.master_dtype`` (float32), so a resume loses nothing in a
 mixed-precision run; the export is in the compute dtype. With ``train.weight_sync=memory`` stage ends
-are checkpointed only every ``train.checkpoint_every`` updates (and after the last stage). Limits: the model state is a full (unsharded) state
+are checkpointed only every ``train.checkpoint_every`` updates (and after the last stage). Limits: the model
+state is a full (unsharded) state
 dict gathered on rank 0; sharded FSDP checkpoints for models that do not fit one host are not
 implemented.
 """

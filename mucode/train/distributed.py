@@ -13,7 +13,8 @@ gives exactly the single-process gradient.
   number of micro-batches on every rank); same maths.
 
 Generation is data-parallel: every rank runs its own engine on its share of the stage's prompts
-(``mucode.train.rollout_runner``). Sharded optimizer checkpoints are not written (the optimizer state is gathered to rank 0).
+(``mucode.train.rollout_runner``). Sharded optimizer checkpoints are not written (the optimizer state is
+gathered to rank 0).
 """
 
 from __future__ import annotations
@@ -29,7 +30,20 @@ from torch import nn
 
 from mucode.train.precision import Precision
 
-__all__ = ["DistInfo", "init_distributed", "wrap_model", "is_fsdp", "is_wrapped", "unwrap", "full_state_dict", "iter_full_tensors", "optimizer_state", "load_optimizer_state", "barrier", "all_reduce_sum"]
+__all__ = [
+    "DistInfo",
+    "init_distributed",
+    "wrap_model",
+    "is_fsdp",
+    "is_wrapped",
+    "unwrap",
+    "full_state_dict",
+    "iter_full_tensors",
+    "optimizer_state",
+    "load_optimizer_state",
+    "barrier",
+    "all_reduce_sum",
+]
 
 
 @dataclass(frozen=True)
@@ -53,7 +67,9 @@ def _pick_device(preference: str, local_rank: int) -> torch.device:
         preference = "cuda" if torch.cuda.is_available() else "cpu"
     if preference == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError("train.device=cuda but no CUDA device is visible; use train.device=cpu or auto")
+            raise RuntimeError(
+                "train.device=cuda but no CUDA device is visible; use train.device=cpu or auto"
+            )
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device(preference)

@@ -57,8 +57,11 @@ def eval_options(cfg: MucodeConfig) -> dict[str, Any]:
     return {
         "protocol": e.protocol,
         "context_tokens": cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens if explicit else None,
-        "sampling": {"temperature": e.temperature, "top_p": e.top_p,
-                     "max_new_tokens": None if explicit else cfg.rollout.max_response_tokens},
+        "sampling": {
+            "temperature": e.temperature,
+            "top_p": e.top_p,
+            "max_new_tokens": None if explicit else cfg.rollout.max_response_tokens,
+        },
     }
 
 
@@ -67,7 +70,9 @@ def eval_plan(cfg: MucodeConfig) -> list[tuple[Any, Any, list[str]]]:
     unknown benchmark or a protocol not stated for the run's context."""
 
     options = eval_options(cfg)
-    return protocols_for(cfg.eval.benchmarks, options["protocol"], options["context_tokens"], **options["sampling"])
+    return protocols_for(
+        cfg.eval.benchmarks, options["protocol"], options["context_tokens"], **options["sampling"]
+    )
 
 
 def eval_sampling(cfg: MucodeConfig) -> tuple[float, float, int, str | None]:
@@ -93,13 +98,21 @@ def _update_of(path: Path, updates_per_stage: int) -> int:
     return int(number) if kind == "update" else (int(number) + 1) * updates_per_stage
 
 
-def prune_policies(policy_root: Path, keep: int | None, updates_per_stage: int, protect: set[str]) -> list[str]:
+def prune_policies(
+    policy_root: Path, keep: int | None, updates_per_stage: int, protect: set[str]
+) -> list[str]:
     """Delete all but the newest ``keep`` policies under ``policy_root`` (never those named in ``protect``
     nor the newest stage policy, β of the next stage); returns the names deleted."""
     if keep is None or not policy_root.is_dir():
         return []
-    exported = [p for p in policy_root.iterdir() if p.is_dir() and not p.is_symlink()
-                and p.name.partition("-")[0] in ("update", "stage") and not p.name.endswith(".tmp")]
+    exported = [
+        p
+        for p in policy_root.iterdir()
+        if p.is_dir()
+        and not p.is_symlink()
+        and p.name.partition("-")[0] in ("update", "stage")
+        and not p.name.endswith(".tmp")
+    ]
     exported.sort(key=lambda p: (_update_of(p, updates_per_stage), p.name))
     stages = [p for p in exported if p.name.startswith("stage-")]
     protected = set(protect) | ({stages[-1].name} if stages else set())
@@ -132,8 +145,16 @@ class Evaluator:
     def done(self, update: int) -> bool:
         return (self.run_dir / "eval" / f"update-{update:07d}" / "report.json").exists()
 
-    def run(self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int, logger: Any,
-            since_start: float, eval_so_far: float) -> dict[str, float]:
+    def run(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        urls: list[str],
+        update: int,
+        logger: Any,
+        since_start: float,
+        eval_so_far: float,
+    ) -> dict[str, float]:
         """Export, evaluate (rank 0), keep the best; every rank must call it. Returns the eval metrics."""
         start = time.perf_counter()
         policy_dir = self.run_dir / "policy" / f"update-{update:07d}"
@@ -145,8 +166,13 @@ class Evaluator:
 
             precision = Precision.from_names(self.cfg.model.master_dtype, self.cfg.model.dtype)
             if not (policy_dir / "config.json").exists():  # in the engine's dtype, as the hand-over exports
-                save_policy(unwrap(model), tokenizer, weights, policy_dir,
-                            dtype=precision.compute if precision.mixed else None)
+                save_policy(
+                    unwrap(model),
+                    tokenizer,
+                    weights,
+                    policy_dir,
+                    dtype=precision.compute if precision.mixed else None,
+                )
             del weights
             metrics = self._evaluate(model, tokenizer, urls, update, policy_dir)
         else:
@@ -158,32 +184,51 @@ class Evaluator:
             self._record(metrics, update, logger, since_start + elapsed, eval_so_far + elapsed)
         return metrics
 
-    def _engine(self, model: torch.nn.Module, tokenizer: Any, update: int, policy_dir: Path, sampling: Any) -> Any:
+    def _engine(
+        self, model: torch.nn.Module, tokenizer: Any, update: int, policy_dir: Path, sampling: Any
+    ) -> Any:
         """An ``hf`` engine sampling with a protocol's ``sampling`` (temperature, top_p, max_new_tokens)."""
         r = self.cfg.rollout
-        settings = dict(temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,
-                        seed=derive_seed(self.cfg.train.seed, SeedPurpose.EVAL, index=update), batch_size=r.batch_size)
+        settings = dict(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_new_tokens=sampling.max_new_tokens,
+            seed=derive_seed(self.cfg.train.seed, SeedPurpose.EVAL, index=update),
+            batch_size=r.batch_size,
+        )
         if not self.info.enabled:
             from mucode.rollout.hf import HFEngine  # lazy: torch
 
             return HFEngine(unwrap(model), tokenizer, **settings)
         from mucode.rollout.factory import make_engine  # lazy: torch
 
-        return make_engine("hf", str(policy_dir), dtype=self.cfg.model.dtype, device=str(self.info.device),
-                           **settings)
+        return make_engine(
+            "hf", str(policy_dir), dtype=self.cfg.model.dtype, device=str(self.info.device), **settings
+        )
 
-    def _evaluate(self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int,
-                  policy_dir: Path) -> dict[str, float]:
+    def _evaluate(
+        self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int, policy_dir: Path
+    ) -> dict[str, float]:
 
         e, v = self.cfg.eval, self.cfg.verifier
         out_dir = self.run_dir / "eval" / f"update-{update:07d}"
         model.eval()
         try:
             report = evaluate_benchmarks(
-                e.benchmarks, None, tokenizer, data_dir=e.data_dir, samples_per_problem=e.samples_per_problem,
-                verifier=VerifierOptions(urls=list(urls), token=v.token, timeout_s=v.timeout_s, retries=v.retries),
-                run_dir=out_dir, limit=e.limit, fingerprint={"run": str(self.run_dir), "update": update},
-                engine_for=lambda protocol: self._engine(model, tokenizer, update, policy_dir, protocol.sampling),
+                e.benchmarks,
+                None,
+                tokenizer,
+                data_dir=e.data_dir,
+                samples_per_problem=e.samples_per_problem,
+                verifier=VerifierOptions(
+                    urls=list(urls), token=v.token, timeout_s=v.timeout_s, retries=v.retries
+                ),
+                run_dir=out_dir,
+                limit=e.limit,
+                fingerprint={"run": str(self.run_dir), "update": update},
+                engine_for=lambda protocol: self._engine(
+                    model, tokenizer, update, policy_dir, protocol.sampling
+                ),
                 **eval_options(self.cfg),
             )
         finally:
@@ -192,17 +237,26 @@ class Evaluator:
         (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
         return metrics_from_report(report)
 
-    def _record(self, metrics: dict[str, float], update: int, logger: Any, since_start: float,
-                eval_so_far: float) -> None:
+    def _record(
+        self, metrics: dict[str, float], update: int, logger: Any, since_start: float, eval_so_far: float
+    ) -> None:
         e = self.cfg.eval
         value = score(metrics, e.benchmarks, e.select_metric)
-        times = {"time/since_start": since_start, "time/eval_so_far": eval_so_far,
-                 "time/train_since_start": since_start - eval_so_far}
+        times = {
+            "time/since_start": since_start,
+            "time/eval_so_far": eval_so_far,
+            "time/train_since_start": since_start - eval_so_far,
+        }
         is_best = not math.isnan(value) and (self.best is None or value > float(self.best["score"]))
         if is_best:
-            self.best = {"update": update, "score": value, "metric": f"mean {e.select_metric} over "
-                         + ", ".join(e.benchmarks), "policy": f"policy/update-{update:07d}", **times,
-                         "metrics": metrics}
+            self.best = {
+                "update": update,
+                "score": value,
+                "metric": f"mean {e.select_metric} over " + ", ".join(e.benchmarks),
+                "policy": f"policy/update-{update:07d}",
+                **times,
+                "metrics": metrics,
+            }
             _write_json(self.run_dir / "best.json", self.best)
             link = self.run_dir / "policy" / "best"
             tmp = link.with_name("best.tmp")
@@ -211,13 +265,20 @@ class Evaluator:
             os.symlink(f"update-{update:07d}", tmp)
             os.replace(tmp, link)
         if logger is not None:
-            logger.log_event("eval", {**metrics, "update": update, "eval/score": value, "eval/is_best": is_best,
-                                      **times})
+            logger.log_event(
+                "eval", {**metrics, "update": update, "eval/score": value, "eval/is_best": is_best, **times}
+            )
         protect = {f"update-{self.best['update']:07d}"} if self.best else set()
-        prune_policies(self.run_dir / "policy", self.cfg.train.keep_policies, self.cfg.batch.updates_per_stage,
-                       protect)
-        shown = ", ".join(f"{k.removeprefix('eval/')}={v:.3f}" for k, v in metrics.items() if k.endswith(e.select_metric))
-        print(f"eval at update {update}: {shown}; score {value:.4f}{' (best so far)' if is_best else ''}", flush=True)
+        prune_policies(
+            self.run_dir / "policy", self.cfg.train.keep_policies, self.cfg.batch.updates_per_stage, protect
+        )
+        shown = ", ".join(
+            f"{k.removeprefix('eval/')}={v:.3f}" for k, v in metrics.items() if k.endswith(e.select_metric)
+        )
+        print(
+            f"eval at update {update}: {shown}; score {value:.4f}{' (best so far)' if is_best else ''}",
+            flush=True,
+        )
 
 
 def _write_json(path: Path, obj: Any) -> None:

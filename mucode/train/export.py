@@ -34,17 +34,23 @@ def find_checkpoint(path: Path) -> Path:
             found = root / pointer.read_text().strip()
             if (found / "model.pt").is_file():
                 return found
-            raise CheckpointError(f"{pointer} names {found}, which holds no model.pt: pass an older "
-                                  f"checkpoint directory (ls {root})")
-    raise CheckpointError(f"{path} is not a mucode checkpoint (no model.pt + state.json) nor a run directory "
-                          "with checkpoints/latest: pass e.g. RUN_DIR/checkpoints/update-00000128")
+            raise CheckpointError(
+                f"{pointer} names {found}, which holds no model.pt: pass an older "
+                f"checkpoint directory (ls {root})"
+            )
+    raise CheckpointError(
+        f"{path} is not a mucode checkpoint (no model.pt + state.json) nor a run directory "
+        "with checkpoints/latest: pass e.g. RUN_DIR/checkpoints/update-00000128"
+    )
 
 
 def _run_dir_of(checkpoint: Path) -> Path:
     run_dir = checkpoint.resolve().parent.parent
     if not (run_dir / "config.yaml").is_file():
-        raise CheckpointError(f"{run_dir} holds no config.yaml, so the checkpoint's base model is unknown: "
-                              "export from inside its run directory (RUN_DIR/checkpoints/update-N)")
+        raise CheckpointError(
+            f"{run_dir} holds no config.yaml, so the checkpoint's base model is unknown: "
+            "export from inside its run directory (RUN_DIR/checkpoints/update-N)"
+        )
     return run_dir
 
 
@@ -58,13 +64,19 @@ def export_checkpoint(path: Path, out: Path, *, dtype: str | None = None) -> Pat
 
     checkpoint = find_checkpoint(path)
     cfg = load_config(_run_dir_of(checkpoint) / "config.yaml")
-    model, tokenizer = load_policy(cfg.model.path, dtype=cfg.model.master_dtype, device=torch.device("cpu"),
-                                   trust_remote_code=cfg.model.trust_remote_code)
+    model, tokenizer = load_policy(
+        cfg.model.path,
+        dtype=cfg.model.master_dtype,
+        device=torch.device("cpu"),
+        trust_remote_code=cfg.model.trust_remote_code,
+    )
     weights = torch.load(checkpoint / "model.pt", map_location="cpu", weights_only=True)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if missing or unexpected:
-        raise CheckpointError(f"{checkpoint}/model.pt does not fit {cfg.model.path}: missing {missing[:5]}, "
-                              f"unexpected {unexpected[:5]}")
+        raise CheckpointError(
+            f"{checkpoint}/model.pt does not fit {cfg.model.path}: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
     return save_policy(model, tokenizer, weights, Path(out), dtype=TORCH_DTYPES[dtype or cfg.model.dtype])
 
 

@@ -24,8 +24,14 @@ def _clean(value: Any) -> Any:
 
 class MetricsLogger:
     def __init__(
-        self, run_dir: Path, *, tensorboard: bool = True, wandb_project: str | None = None,
-        run_name: str = "mucode", config: dict[str, Any] | None = None, resume_after_update: int | None = None,
+        self,
+        run_dir: Path,
+        *,
+        tensorboard: bool = True,
+        wandb_project: str | None = None,
+        run_name: str = "mucode",
+        config: dict[str, Any] | None = None,
+        resume_after_update: int | None = None,
     ) -> None:
         self.path = run_dir / "metrics.jsonl"
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,9 @@ from mucode.train.store import StoredGroup, StoredSample
 __all__ = ["Updater", "make_optimizer", "pack_micro_batches"]
 
 
-def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+def make_optimizer(
+    model: nn.Module, cfg: OptimConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (no weight decay on biases and norms) with a constant lr after optional linear warm-up."""
     decay: list[nn.Parameter] = []
     no_decay: list[nn.Parameter] = []
@@ -50,7 +52,9 @@ def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Opti
             (no_decay if p.dim() < 2 or "norm" in name.lower() else decay).append(p)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), foreach=False,
+        lr=cfg.lr,
+        betas=(cfg.betas[0], cfg.betas[1]),
+        foreach=False,
     )
     warmup = cfg.warmup_updates
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -61,7 +65,10 @@ def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Opti
 
 def pack_micro_batches(samples: Sequence[StoredSample], budget: int) -> list[list[int]]:
     """Indices of ``samples`` grouped so that rows × (longest prompt + longest response) ≤ budget."""
-    order = sorted(range(len(samples)), key=lambda i: (len(samples[i].prompt_tokens) + len(samples[i].response_tokens), i))
+    order = sorted(
+        range(len(samples)),
+        key=lambda i: (len(samples[i].prompt_tokens) + len(samples[i].response_tokens), i),
+    )
     batches: list[list[int]] = []
     current: list[int] = []
     width_p = width_r = 0
@@ -88,8 +95,16 @@ def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
 class Updater:
     """Makes one optimizer update from one minibatch of stored groups."""
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: MucodeConfig,
-                 info: DistInfo, *, pad_token_id: int) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        cfg: MucodeConfig,
+        info: DistInfo,
+        *,
+        pad_token_id: int,
+    ) -> None:
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -108,9 +123,14 @@ class Updater:
 
     def _forward(self, samples: Sequence[StoredSample], with_entropy: bool) -> Any:
         with self.precision.autocast(self.info.device):
-            return response_logprobs(self.model, [s.prompt_tokens for s in samples],
-                                     [s.response_tokens for s in samples], self.temperature,
-                                     pad_token_id=self.pad_token_id, with_entropy=with_entropy)
+            return response_logprobs(
+                self.model,
+                [s.prompt_tokens for s in samples],
+                [s.response_tokens for s in samples],
+                self.temperature,
+                pad_token_id=self.pad_token_id,
+                with_entropy=with_entropy,
+            )
 
     def step(self, groups: list[StoredGroup]) -> dict[str, float]:
         info = self.info
@@ -122,8 +142,11 @@ class Updater:
         full_mask = torch.zeros((len(usable), max(lengths, default=1)), dtype=torch.bool)
         for i, n in enumerate(lengths):
             full_mask[i, :n] = True
-        denominator = (loss_denominator(full_mask, self.params.aggregation, norm_length=self.params.norm_length)
-                       if usable else 0.0)
+        denominator = (
+            loss_denominator(full_mask, self.params.aggregation, norm_length=self.params.norm_length)
+            if usable
+            else 0.0
+        )
 
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -148,14 +171,26 @@ class Updater:
             out = self._forward(rows, self.log_entropy)
             width = out.logprobs.shape[1]
             behaviour = _pad([s.behaviour_logprobs for s in rows], width).to(out.logprobs.device)
-            advantages = torch.tensor([s.advantage for s in rows], dtype=torch.float32, device=out.logprobs.device)
+            advantages = torch.tensor(
+                [s.advantage for s in rows], dtype=torch.float32, device=out.logprobs.device
+            )
             prepared = None
             if prepared_full is not None:
                 index = torch.tensor(micro[m], dtype=torch.long)
-                prepared = {k: (v[index][:, :width] if v.dim() >= 2 else v[index]).to(out.logprobs.device)
-                            for k, v in prepared_full.items()}
-            loss, metrics = self.objective(out.logprobs, behaviour, advantages, out.mask, self.params,
-                                           denominator=denominator, entropy=out.entropy, prepared=prepared)
+                prepared = {
+                    k: (v[index][:, :width] if v.dim() >= 2 else v[index]).to(out.logprobs.device)
+                    for k, v in prepared_full.items()
+                }
+            loss, metrics = self.objective(
+                out.logprobs,
+                behaviour,
+                advantages,
+                out.mask,
+                self.params,
+                denominator=denominator,
+                entropy=out.entropy,
+                prepared=prepared,
+            )
             (loss * scale).backward()
             parts.append(metrics)
 
@@ -174,17 +209,21 @@ class Updater:
             parts = [p for rank_parts in gathered for p in rank_parts]
         metrics = reduce_metrics(parts) if parts else {}
         rewards = [s.reward for s in usable]
-        metrics.update({
-            "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
-            "reward/frac_groups_all_equal": sum(
-                len({s.reward for s in g.samples if not s.masked}) <= 1 for g in groups) / max(1, len(groups)),
-            "batch/responses": len(usable),
-            "batch/masked_responses": len(all_samples) - len(usable),
-            "batch/micro_batches": n_micro_all,
-            "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
-            "optim/grad_norm": grad_norm,
-            "optim/lr": self.scheduler.get_last_lr()[0],
-        })
+        metrics.update(
+            {
+                "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
+                "reward/frac_groups_all_equal": sum(
+                    len({s.reward for s in g.samples if not s.masked}) <= 1 for g in groups
+                )
+                / max(1, len(groups)),
+                "batch/responses": len(usable),
+                "batch/masked_responses": len(all_samples) - len(usable),
+                "batch/micro_batches": n_micro_all,
+                "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
+                "optim/grad_norm": grad_norm,
+                "optim/lr": self.scheduler.get_last_lr()[0],
+            }
+        )
         return metrics
 
     def _clip(self) -> float:
@@ -222,4 +261,7 @@ class Updater:
         for i, s in enumerate(samples):
             mask[i, : len(s.response_tokens)] = True
         advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-        return {k: v.cpu() for k, v in self.objective.prepare(logprobs, behaviour, advantages, mask, self.params).items()}
+        return {
+            k: v.cpu()
+            for k, v in self.objective.prepare(logprobs, behaviour, advantages, mask, self.params).items()
+        }

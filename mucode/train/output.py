@@ -63,20 +63,28 @@ class RunOutput:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
         (self.run_dir / "config.yaml").write_text(text)
-        (self.run_dir / "batch_plan.json").write_text(json.dumps({**plan, **data_counts}, indent=2,
-                                                                 ensure_ascii=False))
+        (self.run_dir / "batch_plan.json").write_text(
+            json.dumps({**plan, **data_counts}, indent=2, ensure_ascii=False)
+        )
         width = max(map(len, plan))
         self.say(f"mucode train → {self.run_dir}\n{text}\nbatch plan:")
         self.say("\n".join(f"  {k:<{width}}  {v:>10,}" for k, v in plan.items()))
-        self.say(f"data: {data_counts['data/prompts']:,} prompts ({data_counts['data/dropped_long_prompts']:,} "
-                 f"dropped: longer than data.max_prompt_tokens={self.cfg.data.max_prompt_tokens})")
+        self.say(
+            f"data: {data_counts['data/prompts']:,} prompts ({data_counts['data/dropped_long_prompts']:,} "
+            f"dropped: longer than data.max_prompt_tokens={self.cfg.data.max_prompt_tokens})"
+        )
 
     def open_metrics(self, resume_after_update: int | None) -> None:
         """Start ``metrics.jsonl`` (truncated back to ``resume_after_update`` when resuming)."""
         t = self.cfg.train
-        self._metrics = MetricsLogger(self.run_dir, tensorboard=t.tensorboard, wandb_project=t.wandb_project,
-                                      run_name=t.run_name, config=self.cfg.model_dump(mode="json"),
-                                      resume_after_update=resume_after_update)
+        self._metrics = MetricsLogger(
+            self.run_dir,
+            tensorboard=t.tensorboard,
+            wandb_project=t.wandb_project,
+            run_name=t.run_name,
+            config=self.cfg.model_dump(mode="json"),
+            resume_after_update=resume_after_update,
+        )
 
     def log_update(self, metrics: dict[str, Any]) -> None:
         self._metrics.log_update(metrics)
@@ -84,15 +92,17 @@ class RunOutput:
     def log_event(self, event: str, payload: dict[str, Any]) -> None:
         self._metrics.log_event(event, payload)
 
-    def save_checkpoint(self, state: TrainerState, model_state: dict[str, torch.Tensor],
-                        optim_state: dict[str, Any]) -> None:
+    def save_checkpoint(
+        self, state: TrainerState, model_state: dict[str, torch.Tensor], optim_state: dict[str, Any]
+    ) -> None:
         self.checkpoints.save(state, model_state, optim_state)
 
     def prune_policies(self, best_update: int | None) -> None:
         """Keep ``train.keep_policies`` exported policies (never the best one nor the next stage's β)."""
         protect = {f"update-{best_update:07d}"} if best_update is not None else set()
-        prune_policies(self.run_dir / "policy", self.cfg.train.keep_policies, self.cfg.batch.updates_per_stage,
-                       protect)
+        prune_policies(
+            self.run_dir / "policy", self.cfg.train.keep_policies, self.cfg.batch.updates_per_stage, protect
+        )
 
     def write_summary(self, stages: list[dict[str, Any]], totals: dict[str, Any]) -> dict[str, Any]:
         """Save and print the summary table; returns the summary (``{}`` on ranks other than 0)."""
@@ -119,8 +129,9 @@ class SilentOutput(RunOutput):
     def open_metrics(self, resume_after_update: int | None) -> None:
         pass
 
-    def save_checkpoint(self, state: TrainerState, model_state: dict[str, torch.Tensor],
-                        optim_state: dict[str, Any]) -> None:
+    def save_checkpoint(
+        self, state: TrainerState, model_state: dict[str, torch.Tensor], optim_state: dict[str, Any]
+    ) -> None:
         pass
 
     def prune_policies(self, best_update: int | None) -> None:

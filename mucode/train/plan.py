@@ -21,9 +21,21 @@ def run_path(train: TrainConfig) -> Path:
 
 
 STORE_KEYS: tuple[str, ...] = (
-    "model.path", "data", "batch.samples_per_prompt", "batch.prompts_per_update", "batch.updates_per_stage",
-    "rollout.temperature", "rollout.top_p", "rollout.top_k", "rollout.max_response_tokens", "rollout.seed",
-    "algo.adv_std", "algo.adv_eps", "algo.recompute_behaviour_logprobs", "train.seed", "train.groups_per_shard",
+    "model.path",
+    "data",
+    "batch.samples_per_prompt",
+    "batch.prompts_per_update",
+    "batch.updates_per_stage",
+    "rollout.temperature",
+    "rollout.top_p",
+    "rollout.top_k",
+    "rollout.max_response_tokens",
+    "rollout.seed",
+    "algo.adv_std",
+    "algo.adv_eps",
+    "algo.recompute_behaviour_logprobs",
+    "train.seed",
+    "train.groups_per_shard",
 )
 """Keys that shape a run's stage stores or their reading order (a section name covers all its keys):
 a resume must keep them (`batch.num_stages` may grow; everything else may change)."""

@@ -25,8 +25,14 @@ from mucode.train.precision import TORCH_DTYPES
 __all__ = ["TORCH_DTYPES", "load_policy", "save_policy"]
 
 
-def load_policy(path: str, *, dtype: str, device: torch.device, trust_remote_code: bool = False,
-                gradient_checkpointing: bool = False) -> tuple[nn.Module, Any]:
+def load_policy(
+    path: str,
+    *,
+    dtype: str,
+    device: torch.device,
+    trust_remote_code: bool = False,
+    gradient_checkpointing: bool = False,
+) -> tuple[nn.Module, Any]:
     """(model, tokenizer) of the policy at ``path`` (after :func:`mucode.assets.resolve_model_path`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers
 
@@ -45,8 +51,13 @@ def load_policy(path: str, *, dtype: str, device: torch.device, trust_remote_cod
     return model, tokenizer
 
 
-def save_policy(model: nn.Module, tokenizer: Any, state_dict: dict[str, torch.Tensor], out: Path,
-                dtype: torch.dtype | None = None) -> Path:
+def save_policy(
+    model: nn.Module,
+    tokenizer: Any,
+    state_dict: dict[str, torch.Tensor],
+    out: Path,
+    dtype: torch.dtype | None = None,
+) -> Path:
     """Write a loadable HF directory (config, weights, tokenizer) atomically to ``out``; with ``dtype``
     the floating weights are cast to it and the config says so (the engine's dtype)."""
 

@@ -113,8 +113,12 @@ def build_model(tokenizer: PreTrainedTokenizerFast, hidden: int, layers: int) ->
     return model
 
 
-def _warmup_batch(problems: list[tuple[ToyProblem, list[int]]], tokenizer: PreTrainedTokenizerFast,
-                  rng: random.Random, recipe: Recipe) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _warmup_batch(
+    problems: list[tuple[ToyProblem, list[int]]],
+    tokenizer: PreTrainedTokenizerFast,
+    rng: random.Random,
+    recipe: Recipe,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     rows, targets = [], []
     for problem, prompt in rng.sample(problems, recipe.batch):
         text = problem.correct if rng.random() < recipe.p_correct else rng.choice(problem.wrong)
@@ -156,7 +160,9 @@ def build_tiny_policy(out: Path, recipe: Recipe, progress: Callable[[str], None]
     progress(f"vocab {len(tokenizer)}, parameters {sum(p.numel() for p in model.parameters()):,}")
     encoded = [(p, render_prompt(tokenizer, p.record)) for p in toy_problems("math") + toy_problems("code")]
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, recipe.lr, total_steps=recipe.steps, pct_start=0.05)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, recipe.lr, total_steps=recipe.steps, pct_start=0.05
+    )
     model.train()
     start = time.time()
     for step in range(1, recipe.steps + 1):
@@ -195,8 +201,13 @@ def quick_reward(problem: ToyProblem, response: str) -> float:
         return 0.0
     for stdin, expected in zip(spec["tests"]["inputs"], spec["tests"]["outputs"], strict=True):
         try:
-            run = subprocess.run([sys.executable, "-I", "-S", "-c", blocks[-1]], input=stdin,
-                                 capture_output=True, text=True, timeout=5)
+            run = subprocess.run(
+                [sys.executable, "-I", "-S", "-c", blocks[-1]],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
         except (subprocess.TimeoutExpired, ValueError):  # ValueError: a NUL byte in the program
             return 0.0
         if run.stdout.split() != expected.split():
@@ -208,14 +219,19 @@ def quick_eval(out: Path, samples: int, split: str) -> dict[str, float]:
     """Mean :func:`quick_reward` per task of the policy in ``out``, sampled at temperature 1."""
     from mucode.rollout import make_engine  # lazy: torch
 
-    engine = make_engine("hf", str(out), temperature=1.0, max_new_tokens=64, seed=1, batch_size=256, device="cpu")
+    engine = make_engine(
+        "hf", str(out), temperature=1.0, max_new_tokens=64, seed=1, batch_size=256, device="cpu"
+    )
     tokenizer = AutoTokenizer.from_pretrained(out)
     figures = {}
     for task in ("math", "code"):
         problems = {p.record.prompt_id: p for p in toy_problems(task, split=split)}
         prompts = [(pid, render_prompt(tokenizer, p.record)) for pid, p in problems.items()]
-        rewards = [quick_reward(problems[s.prompt_id], s.response_text)
-                   for group in engine.generate(prompts, samples) for s in group]
+        rewards = [
+            quick_reward(problems[s.prompt_id], s.response_text)
+            for group in engine.generate(prompts, samples)
+            for s in group
+        ]
         figures[task] = sum(rewards) / len(rewards)
     engine.close()
     return figures

@@ -90,8 +90,14 @@ class VerifyPipeline:
             verdicts = future.result()
         else:  # the client refused the group (4xx): mask it whole, never a reward
             logger.error("verifier refused a group of %d items: %s", n, error)
-            verdicts = GroupVerdicts(key=key, rewards=[float("nan")] * n, statuses=[Status.verifier_error.value] * n,
-                                     masked=[True] * n, payload=payload, errors=[f"{type(error).__name__}: {error}"])
+            verdicts = GroupVerdicts(
+                key=key,
+                rewards=[float("nan")] * n,
+                statuses=[Status.verifier_error.value] * n,
+                masked=[True] * n,
+                payload=payload,
+                errors=[f"{type(error).__name__}: {error}"],
+            )
         self.busy_s += verdicts.verify_s
         self.infra_failures += sum(verdicts.masked)
         self.resends += verdicts.resends

@@ -17,7 +17,9 @@ def main() -> None:
 
     logs.configure()
     settings = VerifierSettings()
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False)
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False
+    )
 
 
 if __name__ == "__main__":

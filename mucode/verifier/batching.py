@@ -24,8 +24,16 @@ from typing import Any
 
 from mucode.verifier.wire import REF_KEY, canonical_json, digest_of, is_ref
 
-__all__ = ["Batch", "Prepared", "RequestTooLargeError", "VerifierRequestError", "body", "body_length", "cut",
-           "prepare"]
+__all__ = [
+    "Batch",
+    "Prepared",
+    "RequestTooLargeError",
+    "VerifierRequestError",
+    "body",
+    "body_length",
+    "cut",
+    "prepare",
+]
 
 _HEAD = b'{"test_sets":{'
 _MID = b'},"items":['
@@ -77,7 +85,9 @@ class Batch:
     size: int
 
 
-def _hoist(item: dict[str, Any], sets: dict[str, bytes], by_id: dict[int, str]) -> tuple[dict[str, Any], str | None]:
+def _hoist(
+    item: dict[str, Any], sets: dict[str, bytes], by_id: dict[int, str]
+) -> tuple[dict[str, Any], str | None]:
     spec: Any = item.get("spec")
     tests = spec.get("tests") if isinstance(spec, dict) else None
     if not isinstance(tests, dict) or is_ref(tests):
@@ -99,23 +109,28 @@ def prepare(items: list[dict[str, Any]]) -> Prepared:
     refs: list[str | None] = []
     for item in items:
         wire_item, key = _hoist(item, sets, by_id)
-        item_json.append(json.dumps(wire_item, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-                         .encode("ascii"))
+        item_json.append(
+            json.dumps(wire_item, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
+        )
         refs.append(key)
     return Prepared(item_json=item_json, refs=refs, sets=sets)
 
 
-def _too_large(prepared: Prepared, items: list[dict[str, Any]], i: int, need: int, max_bytes: int) -> RequestTooLargeError:
+def _too_large(
+    prepared: Prepared, items: list[dict[str, Any]], i: int, need: int, max_bytes: int
+) -> RequestTooLargeError:
     key = prepared.refs[i]
     tests = f" (its tests alone are {len(prepared.sets[key])} bytes)" if key else ""
     return RequestTooLargeError(
         f"item {i} (id {items[i].get('id')!r}) needs a request of {need} bytes{tests}, over the request cap of "
         f"{max_bytes} bytes: raise MUCODE_MAX_REQUEST_BYTES on the verifier and VerifierClient(max_request_bytes=...) "
-        "together, or make the item smaller")
+        "together, or make the item smaller"
+    )
 
 
-def cut(prepared: Prepared, items: list[dict[str, Any]], indices: list[int], *, batch_size: int,
-        max_bytes: int) -> list[Batch]:
+def cut(
+    prepared: Prepared, items: list[dict[str, Any]], indices: list[int], *, batch_size: int, max_bytes: int
+) -> list[Batch]:
     """Batches of at most ``batch_size`` items and ``max_bytes`` body bytes; items sharing tests go together."""
     rank: dict[str | None, int] = {}
     for i in indices:

@@ -23,7 +23,9 @@ def require_token(request: Request) -> None:
         return
     header = request.headers.get("authorization", "")
     scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode()):
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.strip().encode(), token.get_secret_value().encode()
+    ):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             detail="missing or wrong bearer token: send 'Authorization: Bearer <token>' (the server's MUCODE_TOKEN)",

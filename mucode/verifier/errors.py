@@ -22,8 +22,9 @@ def _loc(loc: tuple[object, ...] | list[object]) -> str:
 
 def _problem(error: dict[str, Any]) -> str:
     if tuple(error["loc"]) == ("body",) and error.get("type") in ("model_attributes_type", "dict_type"):
-        return ("body: must be a JSON object (e.g. {\"items\": [...]}) sent with "
-                "'Content-Type: application/json'")
+        return (
+            "body: must be a JSON object (e.g. {\"items\": [...]}) sent with 'Content-Type: application/json'"
+        )
     return f"{_loc(error['loc'])}: {error['msg']}"
 
 
@@ -32,11 +33,21 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     if any(e.get("type") == "json_invalid" for e in errors):
         e = next(e for e in errors if e.get("type") == "json_invalid")
         ctx = e.get("ctx") or {}
-        return JSONResponse(status_code=400, content={
-            "error": f"request body is not valid JSON: {ctx.get('error', e.get('msg'))}", "problems": []})
+        return JSONResponse(
+            status_code=400,
+            content={
+                "error": f"request body is not valid JSON: {ctx.get('error', e.get('msg'))}",
+                "problems": [],
+            },
+        )
     problems = [_problem(e) for e in errors]
-    return JSONResponse(status_code=422, content={
-        "error": f"invalid request: {len(problems)} problem{'s' if len(problems) != 1 else ''}", "problems": problems})
+    return JSONResponse(
+        status_code=422,
+        content={
+            "error": f"invalid request: {len(problems)} problem{'s' if len(problems) != 1 else ''}",
+            "problems": problems,
+        },
+    )
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -50,9 +61,13 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return JSONResponse(status_code=500, content={
-        "error": f"internal verifier error ({type(exc).__name__}); this is a bug in mucode, please report it",
-        "problems": []})
+    return JSONResponse(
+        status_code=500,
+        content={
+            "error": f"internal verifier error ({type(exc).__name__}); this is a bug in mucode, please report it",
+            "problems": [],
+        },
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -20,17 +20,27 @@ class BodySizeLimit:
         self.max_bytes = max_bytes
 
     def _message(self) -> bytes:
-        return json.dumps({
-            "error": f"request body is larger than the limit of {self.max_bytes} bytes; send smaller batches "
-                     "(VerifierClient(max_request_bytes=...) cuts them by bytes) or raise MUCODE_MAX_REQUEST_BYTES",
-            "problems": [],
-        }).encode()
+        return json.dumps(
+            {
+                "error": f"request body is larger than the limit of {self.max_bytes} bytes; send smaller batches "
+                "(VerifierClient(max_request_bytes=...) cuts them by bytes) or raise MUCODE_MAX_REQUEST_BYTES",
+                "problems": [],
+            }
+        ).encode()
 
     async def _reject(self, send: Send) -> None:
         body = self._message()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (MAX_REQUEST_BYTES_HEADER.lower().encode(), str(self.max_bytes).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (MAX_REQUEST_BYTES_HEADER.lower().encode(), str(self.max_bytes).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -20,7 +20,9 @@ __all__ = ["local_verifier"]
 
 
 @contextmanager
-def local_verifier(backend: str = "local", *, start_timeout_s: float = 300.0, **settings: Any) -> Iterator[str]:
+def local_verifier(
+    backend: str = "local", *, start_timeout_s: float = 300.0, **settings: Any
+) -> Iterator[str]:
     """Starts the verifier service on 127.0.0.1:<free port>, yields its base URL, stops it.
 
     ``settings`` are ``VerifierSettings`` fields (e.g. ``math_workers=2``, ``programs=["math"]``).

@@ -27,15 +27,18 @@ class VerifierMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.items = Counter("verifier_items", "Items scored", ["program", "status"], registry=r)
-        self.item_seconds = Histogram("verifier_item_seconds", "Scoring time per item", ["program"],
-                                      buckets=_ITEM_BUCKETS, registry=r)
-        self.request_seconds = Histogram("verifier_request_seconds", "HTTP request time", ["endpoint"],
-                                         buckets=_ITEM_BUCKETS, registry=r)
+        self.item_seconds = Histogram(
+            "verifier_item_seconds", "Scoring time per item", ["program"], buckets=_ITEM_BUCKETS, registry=r
+        )
+        self.request_seconds = Histogram(
+            "verifier_request_seconds", "HTTP request time", ["endpoint"], buckets=_ITEM_BUCKETS, registry=r
+        )
         self.requests = Counter("verifier_requests", "HTTP requests", ["endpoint", "code"], registry=r)
         self.queue_depth = Gauge("verifier_queue_depth", "Items waiting for a scoring slot", registry=r)
         self.in_flight = Gauge("verifier_items_in_flight", "Items being scored", registry=r)
         self.pool_size = Gauge("verifier_sandbox_pool_size", "Sandbox pool size", registry=r)
         self.pool_idle = Gauge("verifier_sandbox_pool_idle", "Idle sandboxes", registry=r)
         self.math_workers = Gauge("verifier_math_workers", "Live math-verify workers", registry=r)
-        self.math_kills = Gauge("verifier_math_worker_kills_total", "Math workers killed by the outer limit",
-                                registry=r)
+        self.math_kills = Gauge(
+            "verifier_math_worker_kills_total", "Math workers killed by the outer limit", registry=r
+        )

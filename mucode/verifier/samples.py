@@ -47,7 +47,11 @@ def to_item(data_source: str, response: str, label: Any, extra_info: dict[str, A
         return Item(id=item_id, program="code", response=response, spec=truth)
     if isinstance(truth, dict) and "inputs" in truth and "outputs" in truth:
         fn_name = truth.get("fn_name")
-        tests = {"format": "call" if fn_name else "stdio", "inputs": list(truth["inputs"]),
-                 "outputs": list(truth["outputs"]), "fn_name": fn_name}
+        tests = {
+            "format": "call" if fn_name else "stdio",
+            "inputs": list(truth["inputs"]),
+            "outputs": list(truth["outputs"]),
+            "fn_name": fn_name,
+        }
         return Item(id=item_id, program="code", response=response, spec={"tests": tests})
     return Item(id=item_id, program="math", response=response, spec={"answer": truth})

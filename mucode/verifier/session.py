@@ -79,7 +79,9 @@ class VerifierSession:
     that is dropped without it (a reward function whose framework never closes it) does the same
     when it is garbage collected, or at interpreter exit."""
 
-    def __init__(self, urls: str | list[str], *, name: str = "mucode-verifier", **client_options: Any) -> None:
+    def __init__(
+        self, urls: str | list[str], *, name: str = "mucode-verifier", **client_options: Any
+    ) -> None:
         self.client = VerifierClient(urls, **client_options)
         self._thread = _LoopThread(name)
         self._closer = weakref.finalize(self, self._thread.stop, self.client)
@@ -126,8 +128,10 @@ class VerifierSession:
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        raise RuntimeError("a blocking VerifierSession call was made from a running event loop; "
-                           "use `await VerifierClient(...).verify(items)` there")
+        raise RuntimeError(
+            "a blocking VerifierSession call was made from a running event loop; "
+            "use `await VerifierClient(...).verify(items)` there"
+        )
 
 
 def require_verdicts(results: Sequence[Result]) -> None:
@@ -137,4 +141,5 @@ def require_verdicts(results: Sequence[Result]) -> None:
         first = failed[0]
         raise VerifierUnavailableError(
             f"the verifier could not score {len(failed)} of {len(results)} samples (e.g. id {first.id!r}: "
-            f"{first.status.value}: {first.error[:300]}); check the verifier (`mucode serve` logs, /readyz)")
+            f"{first.status.value}: {first.error[:300]}); check the verifier (`mucode serve` logs, /readyz)"
+        )

@@ -39,6 +39,7 @@ class VerifierSettings(BaseSettings):
     def _registered_backend(cls, value: str) -> str:
 
         return SANDBOX_BACKENDS.validate(value)
+
     token: SecretStr | None = None
     """If set, /v1/verify, /run_code and /metrics need ``Authorization: Bearer <token>``."""
     programs: list[str] | None = None
@@ -82,7 +83,8 @@ class VerifierSettings(BaseSettings):
             raise ValueError(
                 f"max_queued_items={self.max_queued_items} is below max_items_per_request="
                 f"{self.max_items_per_request}: a full-size request could never be queued; raise "
-                "MUCODE_MAX_QUEUED_ITEMS or lower MUCODE_MAX_ITEMS_PER_REQUEST")
+                "MUCODE_MAX_QUEUED_ITEMS or lower MUCODE_MAX_ITEMS_PER_REQUEST"
+            )
         return self
 
     @field_validator("token", mode="before")

@@ -37,14 +37,18 @@ def text_problems(value: Any, loc: str = "", limit: int = 20) -> list[str]:
         where, v = stack.pop()
         if isinstance(v, str):
             if not v.isascii() and (m := _SURROGATE.search(v)):
-                problems.append(f"{where or 'body'}: contains a lone surrogate (U+{ord(m.group()):04X}) at "
-                                f"character {m.start()}; send valid Unicode text (it must encode as UTF-8)")
+                problems.append(
+                    f"{where or 'body'}: contains a lone surrogate (U+{ord(m.group()):04X}) at "
+                    f"character {m.start()}; send valid Unicode text (it must encode as UTF-8)"
+                )
         elif isinstance(v, float) and not math.isfinite(v):
             problems.append(f"{where or 'body'}: {v} is not a JSON number; send a finite number or a string")
         elif isinstance(v, dict):
             for k, x in reversed(list(v.items())):
                 if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k):
-                    problems.append(f"{_where(where, k)}: this key contains a lone surrogate; send valid Unicode")
+                    problems.append(
+                        f"{_where(where, k)}: this key contains a lone surrogate; send valid Unicode"
+                    )
                 stack.append((_where(where, k), x))
         elif isinstance(v, list | tuple):
             stack.extend((_where(where, i), x) for i, x in reversed(list(enumerate(v))))

@@ -61,7 +61,9 @@ def answer_within(request_timeout_s: float, client_timeout_s: float | None) -> f
 
 def canonical_json(obj: Any) -> bytes:
     """The canonical JSON encoding hashed for test-set keys (also what the client sends)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode(
+        "ascii"
+    )
 
 
 def digest_of(encoded: bytes) -> str:
@@ -79,7 +81,9 @@ def _check_table(test_sets: dict[str, Any]) -> tuple[set[str], list[str]]:
     problems: list[str] = []
     for key, obj in test_sets.items():
         if not isinstance(obj, dict):
-            problems.append(f"test_sets[{key!r}]: must be a tests object (a JSON object), got {type(obj).__name__}")
+            problems.append(
+                f"test_sets[{key!r}]: must be a tests object (a JSON object), got {type(obj).__name__}"
+            )
             continue
         try:
             digest = digest_of(canonical_json(obj))
@@ -90,7 +94,8 @@ def _check_table(test_sets: dict[str, Any]) -> tuple[set[str], list[str]]:
             problems.append(
                 f"test_sets[{key!r}]: key is not the SHA-256 of the object's canonical JSON (that is {digest}); "
                 "key each test set by sha256(json.dumps(tests, sort_keys=True, separators=(',', ':'))) "
-                "- VerifierClient does this for you")
+                "- VerifierClient does this for you"
+            )
             continue
         good.add(key)
     return good, problems
@@ -110,8 +115,10 @@ def resolve_test_sets(items: list[Any], test_sets: dict[str, Any]) -> list[str]:
             continue
         ref = tests[REF_KEY]
         if not isinstance(ref, str) or ref not in test_sets:
-            problems.append(f"items[{i}].spec.tests.ref: unknown test set {ref!r}; send it in the request's "
-                            "'test_sets' (keyed by its SHA-256) or inline the tests object")
+            problems.append(
+                f"items[{i}].spec.tests.ref: unknown test set {ref!r}; send it in the request's "
+                "'test_sets' (keyed by its SHA-256) or inline the tests object"
+            )
             continue
         if ref in good:
             item.spec = {**spec, "tests": test_sets[ref]}

@@ -39,8 +39,12 @@ def test_plugins_load_lazily_and_refresh_rereads(tmp_path: Path, monkeypatch: py
         reg.get("cog")
 
 
-def test_a_broken_plugin_names_its_package_at_every_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _dist(tmp_path, "widget-broken", "raise ImportError('missing dependency zzz')\n", "bad = widget_broken:Bad")
+def test_a_broken_plugin_names_its_package_at_every_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dist(
+        tmp_path, "widget-broken", "raise ImportError('missing dependency zzz')\n", "bad = widget_broken:Bad"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     reg: Registry[object] = Registry("widget", entry_point_group=GROUP)
     for _ in range(2):
@@ -55,5 +59,7 @@ def test_two_packages_with_one_name_are_refused(tmp_path: Path, monkeypatch: pyt
         _dist(root, package, "VALUE = 1\n", f"same = {package.replace('-', '_')}:VALUE")
         monkeypatch.syspath_prepend(str(root))
     reg: Registry[object] = Registry("widget", entry_point_group=GROUP)
-    with pytest.raises(DuplicateNameError, match="'same' of package 'widget-(one|two)' is already registered"):
+    with pytest.raises(
+        DuplicateNameError, match="'same' of package 'widget-(one|two)' is already registered"
+    ):
         reg.names()

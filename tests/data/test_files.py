@@ -27,11 +27,18 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def _fallbacks(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "mucode.data.files" and FALLBACK in r.getMessage()]
+    return [
+        r.getMessage() for r in caplog.records if r.name == "mucode.data.files" and FALLBACK in r.getMessage()
+    ]
 
 
-def test_parquet_rows_come_from_datasets_equal_to_pyarrow(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    rows = [{"id": i, "tests": {"input": [f"{i}\n"], "output": [f"{2 * i}\n"]}, "name": f"p{i}"} for i in range(500)]
+def test_parquet_rows_come_from_datasets_equal_to_pyarrow(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = [
+        {"id": i, "tests": {"input": [f"{i}\n"], "output": [f"{2 * i}\n"]}, "name": f"p{i}"}
+        for i in range(500)
+    ]
     path = tmp_path / "train.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=64)  # several row groups
     with caplog.at_level(logging.INFO, logger="mucode.data.files"):
@@ -41,8 +48,10 @@ def test_parquet_rows_come_from_datasets_equal_to_pyarrow(tmp_path: Path, caplog
 
 
 def test_uniform_jsonl_is_read_by_datasets(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    rows = [{"problem": f"{i}+1?", "answer": str(i + 1), "messages": [{"role": "user", "content": "hi"}]}
-            for i in range(50)]
+    rows = [
+        {"problem": f"{i}+1?", "answer": str(i + 1), "messages": [{"role": "user", "content": "hi"}]}
+        for i in range(50)
+    ]
     with caplog.at_level(logging.INFO, logger="mucode.data.files"):
         assert read_rows(_jsonl(tmp_path / "u.jsonl", rows)) == rows
     assert _fallbacks(caplog) == []
@@ -65,8 +74,12 @@ def test_nested_objects_with_different_keys_are_not_padded_with_nulls(
 ) -> None:
     rows = [
         {"prompt_id": "m", "prompt": "2+2?", "program": "math", "spec": {"answer": "4"}},
-        {"prompt_id": "c", "prompt": "Add.", "program": "code",
-         "spec": {"tests": {"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]}}},
+        {
+            "prompt_id": "c",
+            "prompt": "Add.",
+            "program": "code",
+            "spec": {"tests": {"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]}},
+        },
     ]
     with caplog.at_level(logging.INFO, logger="mucode.data.files"):
         assert read_rows(_jsonl(tmp_path / "specs.jsonl", rows)) == rows  # no "tests": None in the math spec
@@ -122,10 +135,22 @@ def test_local_files_load_offline_with_no_network(tmp_path: Path) -> None:
     parquet = tmp_path / "m.parquet"
     pq.write_table(pa.Table.from_pylist(rows), parquet)
     jsonl = _jsonl(tmp_path / "m.jsonl", rows)
-    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"),
-           "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
-    done = subprocess.run([sys.executable, "-c", _OFFLINE_SCRIPT, str(parquet), str(jsonl)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "NO_PROXY": "",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _OFFLINE_SCRIPT, str(parquet), str(jsonl)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines == [["m.parquet", 5, {"answer": "0"}], ["m.jsonl", 5, {"answer": "0"}]]

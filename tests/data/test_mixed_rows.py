@@ -38,18 +38,34 @@ def test_trl_rows_with_messages_solutions_and_tests(tmp_path: Path) -> None:
 
 def test_columns_rename_a_sources_fields(tmp_path: Path) -> None:
     rows = [{"question": "What is 3+3?", "final": "6"}]
-    records = load_tasks(str(_jsonl(tmp_path / "q.jsonl", rows)), "math", schema="trl",
-                         columns={"question": "prompt", "final": "solution"})
+    records = load_tasks(
+        str(_jsonl(tmp_path / "q.jsonl", rows)),
+        "math",
+        schema="trl",
+        columns={"question": "prompt", "final": "solution"},
+    )
     assert records[0].spec == {"answer": "6"} and records[0].messages[-1]["content"] == "What is 3+3?"
 
 
 def test_verl_rows_choose_their_task_per_row(tmp_path: Path) -> None:
     rows = [
-        {"data_source": "m", "prompt": [{"role": "user", "content": "1+1?"}], "ability": "math",
-         "reward_model": {"style": "rule", "ground_truth": "2"}, "extra_info": {"index": 0}},
-        {"data_source": "c", "prompt": [{"role": "user", "content": "Add."}], "ability": "code",
-         "reward_model": {"style": "rule", "ground_truth": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})},
-         "extra_info": {"index": 1}},
+        {
+            "data_source": "m",
+            "prompt": [{"role": "user", "content": "1+1?"}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "2"},
+            "extra_info": {"index": 0},
+        },
+        {
+            "data_source": "c",
+            "prompt": [{"role": "user", "content": "Add."}],
+            "ability": "code",
+            "reward_model": {
+                "style": "rule",
+                "ground_truth": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]}),
+            },
+            "extra_info": {"index": 1},
+        },
     ]
     path = tmp_path / "mixed.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
@@ -64,4 +80,6 @@ def test_verl_config_parquet_reads_back_as_the_same_records(tmp_path: Path) -> N
     records = load_tasks("toy", "math", limit=2) + load_tasks("toy", "code", limit=2)
     write_verl_parquet(records, tmp_path / "train.parquet")
     back = load_tasks(str(tmp_path / "train.parquet"), "math")
-    assert [(r.program, r.spec, r.messages) for r in back] == [(r.program, r.spec, r.messages) for r in records]
+    assert [(r.program, r.spec, r.messages) for r in back] == [
+        (r.program, r.spec, r.messages) for r in records
+    ]

@@ -37,7 +37,10 @@ def test_cli_and_training_read_the_same_defaults() -> None:
     assert plan["livecodebench"].sampling.temperature == get_protocol("livecodebench").sampling.temperature
     overridden = load_config(None, ["eval.benchmarks=[aime24]", "eval.temperature=0.3"])
     ((_, protocol, _),) = eval_plan(overridden)
-    assert protocol.sampling.temperature == 0.3 and protocol.sampling.top_p == get_protocol("math").sampling.top_p
+    assert (
+        protocol.sampling.temperature == 0.3
+        and protocol.sampling.top_p == get_protocol("math").sampling.top_p
+    )
 
 
 def test_names_group_by_kind_and_unknown_names_list_every_kind() -> None:
@@ -45,13 +48,17 @@ def test_names_group_by_kind_and_unknown_names_list_every_kind() -> None:
         ["aime24", "livecodebench_v1", "humaneval", "math500"], "paper")]  # fmt: skip
     assert groups == [("math", "paper", ["aime24", "math500"]), ("livecodebench", "paper", ["livecodebench_v1"]),
                       ("evalplus", "evalplus", ["humaneval"])]  # evalplus has no `paper`: its default  # fmt: skip
-    with pytest.raises(ValueError, match=r"unknown benchmark 'gsm8k'; valid: evalplus: humaneval, mbpp; .*math: math500"):
+    with pytest.raises(
+        ValueError, match=r"unknown benchmark 'gsm8k'; valid: evalplus: humaneval, mbpp; .*math: math500"
+    ):
         benchmark_of("gsm8k")
-    with pytest.raises(ValueError, match="unknown benchmark 'nope'; valid names: evalplus, livecodebench, math"):
+    with pytest.raises(
+        ValueError, match="unknown benchmark 'nope'; valid names: evalplus, livecodebench, math"
+    ):
         BENCHMARKS.get("nope")
 
 
-_PLUGIN = '''
+_PLUGIN = """
 import json
 from typing import Annotated
 
@@ -89,7 +96,7 @@ def prepare(common, protocol, *, limit, n, word):
 BENCHMARK = Benchmark("wordcount", "Count a word (a test plug-in).", PROTOCOLS,
                       lambda name: name.startswith("wordcount"), "wordcount_<anything>", evaluate_names,
                       options, prepare, context_option=False)
-'''
+"""
 
 
 @pytest.fixture
@@ -116,7 +123,9 @@ def test_a_plugin_benchmark_gets_a_command_from_the_generic_body(plugin_path: Pa
     helped = _mucode(plugin_path, "eval", "wordcount", "--help")
     assert "--word" in helped.stdout and "--samples" in helped.stdout and "--context" not in helped.stdout
     samples = tmp_path / "s.jsonl"
-    samples.write_text("".join(json.dumps({"id": i, "response": r}) + "\n" for i, r in enumerate(["a hi", "b", "hi"])))
+    samples.write_text(
+        "".join(json.dumps({"id": i, "response": r}) + "\n" for i, r in enumerate(["a hi", "b", "hi"]))
+    )
     report = tmp_path / "r.json"
     done = _mucode(plugin_path, "eval", "wordcount", "--samples", str(samples), "--word", "hi", "--no-cache",
                    "-o", str(report))  # fmt: skip

@@ -89,7 +89,9 @@ def test_unknown_benchmark_engine_and_backend() -> None:
         "math", "--model", "tiny", "--engine", "nope", "--benchmarks", "aime24", "--limit", "1"
     )
     assert_one_line_error(code, err, "nope", "hf")
-    assert_one_line_error(*run("math", "--model", "tiny", "--backend", "k8s")[::2], "--backend", "'docker', 'local'")
+    assert_one_line_error(
+        *run("math", "--model", "tiny", "--backend", "k8s")[::2], "--backend", "'docker', 'local'"
+    )
     assert_one_line_error(*run("evalplus", "--model", "tiny", "--datasets", "apps")[::2], "humaneval")
 
 

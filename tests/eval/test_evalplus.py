@@ -39,7 +39,7 @@ SOLUTIONS: dict[str, dict[str, str]] = {
     "HumanEval/32": {
         "correct": (
             "import math\n\ndef poly(xs, x):\n    return sum(c * math.pow(x, i) for i, c in enumerate(xs))\n\n"
-            "def find_zero(xs: list):\n    lo, hi = -100.0, 100.0\n    for _ in range(200):\n        mid = (lo + hi) / 2\n"
+            "def find_zero(xs: list):\n    lo, hi = -100.0, 100.0\n    for _ in range(200):\n        mid = (lo + hi) / 2\n"  # noqa: E501
             "        if poly(xs, lo) * poly(xs, mid) <= 0:\n            hi = mid\n        else:\n            lo = mid\n"
             "    return lo"
         ),

@@ -164,13 +164,13 @@ STDIO = [
     Case("spin_past_limit", "while True:\n    pass", [("1 2\n", "3\n")], False, timeout=2),
     Case(
         "late_thread",
-        "import threading, time\ndef main():\n    a, b = map(int, input().split())\n    time.sleep(0.5)\n    print(a + b)\nthreading.Thread(target=main).start()",
+        "import threading, time\ndef main():\n    a, b = map(int, input().split())\n    time.sleep(0.5)\n    print(a + b)\nthreading.Thread(target=main).start()",  # noqa: E501
         ADD,
         False,
     ),
     Case(
         "joined_thread",
-        "import threading\ndef main():\n    a, b = map(int, input().split())\n    print(a + b)\nth = threading.Thread(target=main)\nth.start()\nth.join()",
+        "import threading\ndef main():\n    a, b = map(int, input().split())\n    print(a + b)\nth = threading.Thread(target=main)\nth.start()\nth.join()",  # noqa: E501
         ADD,
         True,
     ),
@@ -264,7 +264,7 @@ KNOWN_DIFFERENCES = [
     (
         Case(
             "state_between_tests",
-            "class Solution:\n    calls = 0\n    def f(self, x):\n        Solution.calls += 1\n        return Solution.calls\n",
+            "class Solution:\n    calls = 0\n    def f(self, x):\n        Solution.calls += 1\n        return Solution.calls\n",  # noqa: E501
             [("1", "1"), ("1", "2")],
             False,
             "f",

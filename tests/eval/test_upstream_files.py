@@ -93,7 +93,7 @@ def test_evalplus_sample_folder_in_and_eval_results_out(
             (folder / task / f"{i}.py").write_text(code)
     upstream = tmp_path / "upstream"
     cli("evalplus", "--datasets", "humaneval", "--samples", str(folder), "--humaneval-file", str(humaneval),
-        "--upstream-dir", str(upstream), "--no-cache", "--allow-partial", "--verifier-url", code_verifier.urls[0])  # fmt: skip
+        "--upstream-dir", str(upstream), "--no-cache", "--allow-partial", "--verifier-url", code_verifier.urls[0])  # fmt: skip  # noqa: E501
     results = json.loads((upstream / "humaneval_eval_results.json").read_text())
     assert set(results) == {"date", "hash", "eval"}
     assert results["hash"] == evalplus_hash("humaneval", override_path=humaneval)

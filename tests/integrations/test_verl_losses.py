@@ -260,12 +260,16 @@ def test_verl_worker_ppo_loss_runs_mu_grpo_end_to_end() -> None:
     assert "actor/stale/veto_seq_frac" in metrics and "actor/pg_loss" in metrics
 
 
-@pytest.mark.parametrize(("variable", "build"), [
-    ("MUCODE_VETO_THRESHOLD", "mu_grpo_params"),
-    ("MUCODE_M2PO_THRESHOLD", "m2po_params"),
-])
-def test_a_threshold_that_is_not_a_number_names_the_variable(variable: str, build: str,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("variable", "build"),
+    [
+        ("MUCODE_VETO_THRESHOLD", "mu_grpo_params"),
+        ("MUCODE_M2PO_THRESHOLD", "m2po_params"),
+    ],
+)
+def test_a_threshold_that_is_not_a_number_names_the_variable(
+    variable: str, build: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mucode.integrations.verl import losses
 
     monkeypatch.setenv(variable, "1e-4x")

@@ -30,13 +30,20 @@ def test_limits_and_options_are_bounded() -> None:
         CodeSpec.model_validate({"tests": ok, "time_limit_s": 3600})
     with pytest.raises(ValidationError, match="greater than 0"):
         CodeSpec.model_validate({"tests": ok, "time_limit_s": 0})
-    with pytest.raises(ValidationError, match="unknown extract method 'first_fence'; valid names: evalplus, last_fence, none"):
+    with pytest.raises(
+        ValidationError, match="unknown extract method 'first_fence'; valid names: evalplus, last_fence, none"
+    ):
         CodeSpec.model_validate({"tests": ok, "extract": "first_fence"})
-    with pytest.raises(ValidationError, match="unknown output checker 'strict'; valid names: code_contests, exact, livecodebench"):
+    with pytest.raises(
+        ValidationError,
+        match="unknown output checker 'strict'; valid names: code_contests, exact, livecodebench",
+    ):
         CodeSpec.model_validate({"tests": ok, "checker": "strict"})
 
 
 def test_extra_fields_pass_through() -> None:
-    spec = CodeSpec.model_validate({"tests": {"format": "assert", "assert_code": "assert 1"}, "source": "mbpp/1"})
+    spec = CodeSpec.model_validate(
+        {"tests": {"format": "assert", "assert_code": "assert 1"}, "source": "mbpp/1"}
+    )
     assert spec.model_extra == {"source": "mbpp/1"}
     assert spec.extract == "last_fence" and spec.checker == "code_contests"

@@ -89,7 +89,9 @@ def pool_loop():
 def test_pool_scores_through_the_reward_program(pool_loop) -> None:
     pool, loop = pool_loop
     ctx = RewardContext(math=pool)
-    items = [Item(id=str(i), program="math", response=r, spec={"answer": g}) for i, (g, r, _) in enumerate(CASES)]
+    items = [
+        Item(id=str(i), program="math", response=r, spec={"answer": g}) for i, (g, r, _) in enumerate(CASES)
+    ]
 
     async def run():
         return await asyncio.gather(*(MathReward().score(it, ctx) for it in items))

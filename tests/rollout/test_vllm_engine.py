@@ -139,8 +139,9 @@ def test_vllm_logprobs_match_the_trainer_and_close_frees_the_gpu(caplog: pytest.
 def test_colocated_engine_is_built_for_torchrun_with_sleep_mode() -> None:
     from mucode.rollout.vllm_colocated import colocated_llm_kwargs
 
-    settings = VLLMSettings(model_path="m", temperature=0.7, seed=3, tensor_parallel_size=4,
-                            gpu_memory_utilization=0.9)
+    settings = VLLMSettings(
+        model_path="m", temperature=0.7, seed=3, tensor_parallel_size=4, gpu_memory_utilization=0.9
+    )
     kwargs = colocated_llm_kwargs(settings, rank=2)
     assert kwargs["distributed_executor_backend"] == "external_launcher"
     assert kwargs["enable_sleep_mode"] is True and kwargs["tensor_parallel_size"] == 1
@@ -153,8 +154,15 @@ def test_a_killed_vllm_replica_is_an_engine_error() -> None:
     from mucode.rollout.types import EngineError
     from mucode.rollout.vllm import visible_gpus
 
-    engine = make_engine("vllm", "tiny", max_new_tokens=8, dtype="float32", gpu_memory_utilization=0.3,
-                         enforce_eager=True, devices=[visible_gpus()[0]])
+    engine = make_engine(
+        "vllm",
+        "tiny",
+        max_new_tokens=8,
+        dtype="float32",
+        gpu_memory_utilization=0.3,
+        enforce_eager=True,
+        devices=[visible_gpus()[0]],
+    )
     try:
         engine._replicas[0].kill()  # noqa: SLF001 - the replica process dies as an OOM kill would end it
         engine._replicas[0].join(timeout=30)  # noqa: SLF001
@@ -172,8 +180,15 @@ def test_colocated_engine_takes_new_weights_in_memory() -> None:
 
     path = tiny_policy_path()
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    engine = ColocatedVLLM(str(path), temperature=1.0, max_new_tokens=16, seed=0, dtype="float32",
-                           gpu_memory_utilization=0.3, engine_kwargs={"enforce_eager": True})
+    engine = ColocatedVLLM(
+        str(path),
+        temperature=1.0,
+        max_new_tokens=16,
+        seed=0,
+        dtype="float32",
+        gpu_memory_utilization=0.3,
+        engine_kwargs={"enforce_eager": True},
+    )
     prompts = [("a", [5, 6, 7, 8]), ("b", [9, 10, 11])]
     list(engine.generate(prompts, 2))
     engine.sleep()
@@ -183,8 +198,9 @@ def test_colocated_engine_takes_new_weights_in_memory() -> None:
     engine.load_weights((k, v.cuda()) for k, v in model.state_dict().items())
     samples = [s for g in engine.generate(prompts, 4) for s in g]
     engine.sleep()
-    out = response_logprobs(model, [s.prompt_token_ids for s in samples], [s.response_token_ids for s in samples],
-                            1.0)
+    out = response_logprobs(
+        model, [s.prompt_token_ids for s in samples], [s.response_token_ids for s in samples], 1.0
+    )
     for row, sample in enumerate(samples):  # the engine sampled from the new weights
         behaviour = torch.tensor(sample.behaviour_logprobs)
         torch.testing.assert_close(out.logprobs[row, : len(behaviour)].detach(), behaviour, atol=2e-3, rtol=0)

@@ -38,5 +38,3 @@ BACKENDS = [pytest.param("local", id="local"), pytest.param("docker", id="docker
 def sb(request: pytest.FixtureRequest) -> Handle:
     """Each test using ``sb`` runs against both backends."""
     return request.getfixturevalue(f"{request.param}_handle")
-
-

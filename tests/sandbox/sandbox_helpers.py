@@ -50,6 +50,7 @@ class Handle:
     def judge_many(self, jobs: list[CodeJob]) -> list[JobResult]:
         async def all_() -> list[JobResult]:
             return list(await asyncio.gather(*[self.backend.judge(j) for j in jobs]))
+
         return self.call(all_())
 
     @property
@@ -69,11 +70,11 @@ class Handle:
 
 HOST_PIDNS = os.readlink("/proc/self/ns/pid")
 
-GUARD = f'''import os, sys
+GUARD = f"""import os, sys
 if os.getuid() == 0 or os.geteuid() == 0 or os.readlink("/proc/self/ns/pid") == {HOST_PIDNS!r}:
     print("UNSAFE: refusing to run the hostile part as root or in the host pid namespace")
     sys.exit(99)
-'''
+"""
 
 
 def stdio_job(program: str, inputs: list[str], outputs: list[str], **kw: Any) -> CodeJob:
@@ -83,17 +84,21 @@ def stdio_job(program: str, inputs: list[str], outputs: list[str], **kw: Any) ->
 def assert_confined(sb: Handle) -> None:
     """Before a destructive test: the program really runs unprivileged, without capabilities, in a
     pid namespace of its own. Fails (never fires the hostile program) otherwise."""
-    probe = ('import os\nst = open("/proc/self/status").read()\n'
-             'cap = [l.split()[1] for l in st.splitlines() if l.startswith("CapEff")][0]\n'
-             'nnp = [l.split()[1] for l in st.splitlines() if l.startswith("NoNewPrivs")][0]\n'
-             'print(os.getuid(), os.geteuid(), cap, nnp, os.readlink("/proc/self/ns/pid"))')
+    probe = (
+        'import os\nst = open("/proc/self/status").read()\n'
+        'cap = [l.split()[1] for l in st.splitlines() if l.startswith("CapEff")][0]\n'
+        'nnp = [l.split()[1] for l in st.splitlines() if l.startswith("NoNewPrivs")][0]\n'
+        'print(os.getuid(), os.geteuid(), cap, nnp, os.readlink("/proc/self/ns/pid"))'
+    )
     out = sb.run_raw(RawRun(probe, time_limit_s=5))
     if out.verdict is not Status.correct:
         pytest.fail(f"confinement probe did not run: {out}")
     uid, euid, cap, nnp, pidns = out.stdout.split()
     if int(uid) == 0 or int(euid) == 0 or int(cap, 16) != 0 or nnp != "1" or pidns == HOST_PIDNS:
-        pytest.fail(f"sandbox not confined (uid={uid} euid={euid} CapEff={cap} NoNewPrivs={nnp} pidns={pidns}, "
-                    f"host pidns {HOST_PIDNS}); refusing to run the hostile program")
+        pytest.fail(
+            f"sandbox not confined (uid={uid} euid={euid} CapEff={cap} NoNewPrivs={nnp} pidns={pidns}, "
+            f"host pidns {HOST_PIDNS}); refusing to run the hostile program"
+        )
     assert int(uid) in sb.slot_uids
 
 
@@ -125,7 +130,9 @@ def assert_nothing_left(sb: Handle, timeout_s: float = 5.0) -> None:
 
 def assert_still_works(sb: Handle) -> None:
     """The next benign program still gets a correct verdict (and a wrong one gets wrong_answer)."""
-    ok = sb.judge(stdio_job("a, b = map(int, input().split())\nprint(a + b)", ["2 3\n", "10 -4\n"], ["5", "6"]))
+    ok = sb.judge(
+        stdio_job("a, b = map(int, input().split())\nprint(a + b)", ["2 3\n", "10 -4\n"], ["5", "6"])
+    )
     assert ok.verdict is Status.correct, ok
     bad = sb.judge(stdio_job("a, b = map(int, input().split())\nprint(a - b)", ["2 3\n"], ["5"]))
     assert bad.verdict is Status.wrong_answer, bad

@@ -20,13 +20,17 @@ from mucode.protocol import Status
 from mucode.sandbox import make_backend
 from mucode.sandbox.docker import LABEL
 
-SLEEPER = "import time\ntime.sleep(6)\nprint(1)"  # still running when the breaker fires (once it is seen busy)
+SLEEPER = (
+    "import time\ntime.sleep(6)\nprint(1)"  # still running when the breaker fires (once it is seen busy)
+)
 BENIGN = stdio_job("print(int(input()) + 1)", ["41\n"], ["42"])
 
 
 def _in_flight_then(h: Handle, breaker) -> object:  # type: ignore[no-untyped-def]
     """Start a long job, break its executor once the job holds a slot, return the job's result."""
-    fut = asyncio.run_coroutine_threadsafe(h.backend.judge(stdio_job(SLEEPER, [""], ["1"], time_limit_s=20)), h.loop)
+    fut = asyncio.run_coroutine_threadsafe(
+        h.backend.judge(stdio_job(SLEEPER, [""], ["1"], time_limit_s=20)), h.loop
+    )
 
     def busy() -> bool:
         health = h.health()
@@ -67,7 +71,8 @@ def test_docker_tampered_container_is_replaced() -> None:
         assert h.health()["replaced"] >= 1
         assert h.judge(BENIGN).verdict is Status.correct
         assert not slot_processes([uid]) or all(  # the planted process died with its container
-            os.stat(f"/proc/{pid}").st_uid != uid for pid, _ in slot_processes([uid]))
+            os.stat(f"/proc/{pid}").st_uid != uid for pid, _ in slot_processes([uid])
+        )
     finally:
         h.close()
 
@@ -96,13 +101,44 @@ def test_attach_backend_uses_executors_started_elsewhere() -> None:
     try:
         for k, name in enumerate(names):
             u = 10900 + 2 * k  # a uid range per executor
-            docker_cli("run", "-d", "--name", name, "--hostname", name, "--network", "none", "--read-only",
-                    "--ipc", "none", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID",
-                    "--security-opt", "no-new-privileges", "--pids-limit", "200", "--memory", "1g",
-                    "--tmpfs", f"/scratch/0:rw,nosuid,nodev,size=32m,uid={u},gid={u},mode=0700",
-                    "--tmpfs", f"/scratch/1:rw,nosuid,nodev,size=32m,uid={u + 1},gid={u + 1},mode=0700",
-                    "-v", f"{sock_dir}:/run/mucode", "mucode-sandbox:latest",
-                    "--socket-dir", "/run/mucode", "--slots", "2", "--uid-base", str(u))
+            docker_cli(
+                "run",
+                "-d",
+                "--name",
+                name,
+                "--hostname",
+                name,
+                "--network",
+                "none",
+                "--read-only",
+                "--ipc",
+                "none",
+                "--cap-drop",
+                "ALL",
+                "--cap-add",
+                "SETUID",
+                "--cap-add",
+                "SETGID",
+                "--security-opt",
+                "no-new-privileges",
+                "--pids-limit",
+                "200",
+                "--memory",
+                "1g",
+                "--tmpfs",
+                f"/scratch/0:rw,nosuid,nodev,size=32m,uid={u},gid={u},mode=0700",
+                "--tmpfs",
+                f"/scratch/1:rw,nosuid,nodev,size=32m,uid={u + 1},gid={u + 1},mode=0700",
+                "-v",
+                f"{sock_dir}:/run/mucode",
+                "mucode-sandbox:latest",
+                "--socket-dir",
+                "/run/mucode",
+                "--slots",
+                "2",
+                "--uid-base",
+                str(u),
+            )
         wait_until(lambda: all((sock_dir / f"{n}.ctl").exists() for n in names), 30, "the executors' sockets")
         h = Handle("attach", socket_dir=str(sock_dir), health_interval_s=0.5)
         try:
@@ -160,7 +196,8 @@ def test_local_slots_have_their_own_cgroups() -> None:
         hogs = GUARD_SAFE + (
             "import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
             "        block = bytearray(80 << 20)\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n"
-            "for pid in kids:\n    os.waitpid(pid, 0)\nprint('survived')\n")
+            "for pid in kids:\n    os.waitpid(pid, 0)\nprint('survived')\n"
+        )
         r = h.judge(stdio_job(hogs, [""], ["survived"], memory_limit_mb=200, time_limit_s=5))
         assert r.verdict is Status.memory_limit, r.tests[0]
         assert r.tests[0].limit_hit == "memory"  # no process hit RLIMIT_AS: the slot cgroup did it
@@ -209,7 +246,9 @@ def _start_and_kill_owner(kind: str, options: str) -> int:
     """A process that starts a backend and dies by SIGKILL, without close(); returns its pid."""
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", ORPHAN_OWNER, kind, options], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_OWNER, kind, options], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
     finally:
@@ -221,16 +260,28 @@ def _start_and_kill_owner(kind: str, options: str) -> int:
 
 
 def _containers_of(owner_pid: int) -> list[str]:
-    out = docker_cli("ps", "-a", "--filter", f"label={LABEL}=1", "--format", '{{.Names}} {{.Label "mucode.sandbox.owner"}}')
-    return [ln.split()[0] for ln in out.splitlines() if ln.split()[1:] and ln.split()[1].startswith(f"{owner_pid}-")]
+    out = docker_cli(
+        "ps", "-a", "--filter", f"label={LABEL}=1", "--format", '{{.Names}} {{.Label "mucode.sandbox.owner"}}'
+    )
+    return [
+        ln.split()[0]
+        for ln in out.splitlines()
+        if ln.split()[1:] and ln.split()[1].startswith(f"{owner_pid}-")
+    ]
 
 
 def test_local_jail_dies_with_its_owner() -> None:
     _local_or_skip()
     _start_and_kill_owner("local", "{'slots': 1, 'uid_base': 61400}")
     # the executor sees EOF on its stdin lifeline and takes its namespace down
-    wait_until(lambda: not slot_processes([61400]) and not [
-        p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).count("--uid-base 61400")], 30, "the jail to exit")
+    wait_until(
+        lambda: (
+            not slot_processes([61400])
+            and not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).count("--uid-base 61400")]
+        ),
+        30,
+        "the jail to exit",
+    )
 
 
 def _cmdline(pid: str) -> str:

@@ -14,9 +14,12 @@ from mucode.sandbox import CodeJob, RawRun, TestSpec
 # ---- stdio problems: (solution, inputs, outputs) -------------------------------------------------
 
 _rng = random.Random(1234)
-_pairs = [(_rng.randint(-10**9, 10**9), _rng.randint(-10**9, 10**9)) for _ in range(30)]
-A_PLUS_B = ("a, b = map(int, input().split())\nprint(a + b)",
-            [f"{a} {b}\n" for a, b in _pairs], [str(a + b) for a, b in _pairs])
+_pairs = [(_rng.randint(-(10**9), 10**9), _rng.randint(-(10**9), 10**9)) for _ in range(30)]
+A_PLUS_B = (
+    "a, b = map(int, input().split())\nprint(a + b)",
+    [f"{a} {b}\n" for a, b in _pairs],
+    [str(a + b) for a, b in _pairs],
+)
 
 _lists = [[_rng.randint(0, 100) for _ in range(_rng.randint(1, 20))] for _ in range(8)]
 SORT_AND_SUM = (
@@ -44,8 +47,12 @@ PALINDROMES = (
     ["yes\nno\nyes"],  # code_contests compares lowercased
 )
 
-STDIO_PROBLEMS = {"a_plus_b": A_PLUS_B, "sort_and_sum": SORT_AND_SUM, "circle_area": CIRCLE_AREA,
-                  "palindromes": PALINDROMES}
+STDIO_PROBLEMS = {
+    "a_plus_b": A_PLUS_B,
+    "sort_and_sum": SORT_AND_SUM,
+    "circle_area": CIRCLE_AREA,
+    "palindromes": PALINDROMES,
+}
 
 
 @pytest.mark.parametrize("name", sorted(STDIO_PROBLEMS))
@@ -58,19 +65,28 @@ def test_stdio_reference_solutions_pass(sb: Handle, name: str) -> None:
 
 MUTANTS = [  # (mutated a+b, expected verdict)
     ("a, b = map(int, input().split())\nprint(a - b)", Status.wrong_answer),
-    ("a, b = map(int, input().split())\nprint(a + b + (a % 7 == 3))", Status.wrong_answer),  # fails some tests
+    (
+        "a, b = map(int, input().split())\nprint(a + b + (a % 7 == 3))",
+        Status.wrong_answer,
+    ),  # fails some tests
     ("a, b = map(int, input().split())\nprint(a + b)\nraise SystemExit(1)", Status.runtime_error),
     ("a, b = map(int, input().split())\nprint([][a + b])", Status.runtime_error),
     ("a, b = map(int, input().split())\nwhile a + b:\n    a += 0", Status.time_limit),
     ("a, b = map(int, input().split()\nprint(a + b)", Status.compile_error),
     ("a, b = map(int, input().split())\nx = [0] * (1 << 30)\nprint(a + b)", Status.memory_limit),
-    ("import os\na, b = map(int, input().split())\nprint(a + b, flush=True)\nos.kill(os.getpid(), 11)",
-     Status.runtime_error),
+    (
+        "import os\na, b = map(int, input().split())\nprint(a + b, flush=True)\nos.kill(os.getpid(), 11)",
+        Status.runtime_error,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("program", "verdict"), MUTANTS, ids=[v.value + str(i) for i, (_, v) in enumerate(MUTANTS)])
-def test_mutated_stdio_solutions_fail_with_the_right_verdict(sb: Handle, program: str, verdict: Status) -> None:
+@pytest.mark.parametrize(
+    ("program", "verdict"), MUTANTS, ids=[v.value + str(i) for i, (_, v) in enumerate(MUTANTS)]
+)
+def test_mutated_stdio_solutions_fail_with_the_right_verdict(
+    sb: Handle, program: str, verdict: Status
+) -> None:
     _, inputs, outputs = A_PLUS_B
     r = sb.judge(stdio_job(program, inputs, outputs, time_limit_s=1.0, memory_limit_mb=256))
     assert r.verdict is verdict, [(t.verdict, t.stderr[-300:]) for t in r.tests]
@@ -80,7 +96,9 @@ def test_mutated_stdio_solutions_fail_with_the_right_verdict(sb: Handle, program
 
 def test_all_tests_run_when_not_stopping_at_the_first_failure(sb: Handle) -> None:
     program = "n = int(input())\nprint(n if n % 2 else n + 1)"
-    job = stdio_job(program, [f"{i}\n" for i in range(6)], [str(i) for i in range(6)], stop_on_first_failure=False)
+    job = stdio_job(
+        program, [f"{i}\n" for i in range(6)], [str(i) for i in range(6)], stop_on_first_failure=False
+    )
     r = sb.judge(job)
     assert r.verdict is Status.wrong_answer
     assert [t.verdict for t in r.tests] == [Status.wrong_answer, Status.correct] * 3
@@ -90,15 +108,21 @@ def test_large_output_and_input_are_passed_intact(sb: Handle) -> None:
     """Well past the 64 KiB pipe buffer (the peer's false timeout started at ~200 KB)."""
     n = 300_000
     big_in = " ".join(str(i) for i in range(n)) + "\n"
-    r = sb.judge(stdio_job("import sys\nxs = sys.stdin.read().split()\nprint('\\n'.join(reversed(xs)))",
-                           [big_in], ["\n".join(str(i) for i in reversed(range(n))) + "\n"], checker="exact"))
+    r = sb.judge(
+        stdio_job(
+            "import sys\nxs = sys.stdin.read().split()\nprint('\\n'.join(reversed(xs)))",
+            [big_in],
+            ["\n".join(str(i) for i in reversed(range(n))) + "\n"],
+            checker="exact",
+        )
+    )
     assert r.verdict is Status.correct, r.tests[0].stderr
     assert not r.tests[0].truncated and len(r.tests[0].stdout) > 1_500_000
 
 
 # ---- call problems (LiveCodeBench functional style) ---------------------------------------------
 
-TWO_SUM = '''
+TWO_SUM = """
 class Solution:
     def twoSum(self, nums: list[int], target: int) -> list[int]:
         seen = {}
@@ -107,10 +131,10 @@ class Solution:
                 return [seen[target - x], i]
             seen[x] = i
         return []
-'''
+"""
 TWO_SUM_TESTS = (["[2, 7, 11, 15]\n9", "[3, 2, 4]\n6", "[3, 3]\n6"], ["[0, 1]", "[1, 2]", "[0, 1]"])
 
-MAX_PROFIT = '''
+MAX_PROFIT = """
 def maxProfit(prices):
     best, low = 0, float("inf")
     for p in prices:
@@ -118,7 +142,7 @@ def maxProfit(prices):
         best = max(best, p - low)
     print("debug output does not count")
     return best
-'''
+"""
 
 
 def call_job(program: str, fn: str, inputs: list[str], outputs: list[str], **kw: object) -> CodeJob:
@@ -134,14 +158,19 @@ def test_call_solution_method_and_function(sb: Handle) -> None:
     assert sb.judge(call_job(tup, "pair", ['1\n"x"'], ['["x", 1]'])).verdict is Status.correct
 
 
-@pytest.mark.parametrize(("program", "verdict"), [
-    (TWO_SUM.replace("[seen[target - x], i]", "[i, seen[target - x]]"), Status.wrong_answer),
-    (TWO_SUM.replace("seen = {}", "seen = None"), Status.runtime_error),
-    (TWO_SUM.replace("def twoSum", "def two_sum"), Status.runtime_error),  # missing function
-    (TWO_SUM.replace("return []", "return []\n    def f(self): pass\n") + "\nimport sys\nsys.exit(0)",
-     Status.runtime_error),  # exits before the call
-    (TWO_SUM.replace("seen = {}", "seen = {}\n        while True: pass"), Status.time_limit),
-])
+@pytest.mark.parametrize(
+    ("program", "verdict"),
+    [
+        (TWO_SUM.replace("[seen[target - x], i]", "[i, seen[target - x]]"), Status.wrong_answer),
+        (TWO_SUM.replace("seen = {}", "seen = None"), Status.runtime_error),
+        (TWO_SUM.replace("def twoSum", "def two_sum"), Status.runtime_error),  # missing function
+        (
+            TWO_SUM.replace("return []", "return []\n    def f(self): pass\n") + "\nimport sys\nsys.exit(0)",
+            Status.runtime_error,
+        ),  # exits before the call
+        (TWO_SUM.replace("seen = {}", "seen = {}\n        while True: pass"), Status.time_limit),
+    ],
+)
 def test_mutated_call_solutions(sb: Handle, program: str, verdict: Status) -> None:
     r = sb.judge(call_job(program, "twoSum", *TWO_SUM_TESTS, time_limit_s=1.0))
     assert r.verdict is verdict, [(t.verdict, t.stdout, t.stderr[-300:]) for t in r.tests]
@@ -149,7 +178,7 @@ def test_mutated_call_solutions(sb: Handle, program: str, verdict: Status) -> No
 
 # ---- assert problems (HumanEval / MBPP style) ------------------------------------------------------
 
-HUMANEVAL_PROGRAM = '''
+HUMANEVAL_PROGRAM = """
 def below_zero(operations: list[int]) -> bool:
     balance = 0
     for op in operations:
@@ -157,14 +186,14 @@ def below_zero(operations: list[int]) -> bool:
         if balance < 0:
             return True
     return False
-'''
-HUMANEVAL_TEST = '''
+"""
+HUMANEVAL_TEST = """
 def check(candidate):
     assert candidate([]) is False
     assert candidate([1, 2, -3, 1, 2, -3]) is False
     assert candidate([1, 2, -4, 5, 6]) is True
     assert candidate([1, -1, 2, -2, 5, -5, 4, -4]) is False
-'''
+"""
 MBPP_PROGRAM = "def square_perimeter(a):\n    return 4 * a\n"
 MBPP_TEST = "assert square_perimeter(10) == 40\nassert square_perimeter(5) == 20\n"
 
@@ -205,8 +234,9 @@ def test_exec_language_entry(sb: Handle) -> None:
     program, inputs, outputs = A_PLUS_B
     r = sb.judge(CodeJob(program, TestSpec("stdio", inputs[:3], outputs[:3]), language="python-exec"))
     assert r.verdict is Status.correct, [t.stderr for t in r.tests]
-    bad = sb.judge(CodeJob("while True: pass", TestSpec("stdio", [""], [""]), language="python-exec",
-                           time_limit_s=1.0))
+    bad = sb.judge(
+        CodeJob("while True: pass", TestSpec("stdio", [""], [""]), language="python-exec", time_limit_s=1.0)
+    )
     assert bad.verdict is Status.time_limit
 
 

@@ -26,9 +26,15 @@ print(json.dumps({"new": new, "stdlib": sorted(sys.stdlib_module_names)}))
 
 def test_executor_modules_import_only_the_standard_library_and_each_other() -> None:
     names = sorted(p.stem for p in EXECUTOR_DIR.glob("*.py") if p.stem != "__init__")
-    assert {"executor", "protocol", "runner", "pyrun", "slots", "cleanup", "seccomp", "languages"} <= set(names)
-    done = subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", PROBE, str(EXECUTOR_DIR), *names],
-                          capture_output=True, text=True, timeout=60)
+    assert {"executor", "protocol", "runner", "pyrun", "slots", "cleanup", "seccomp", "languages"} <= set(
+        names
+    )
+    done = subprocess.run(
+        ["/usr/bin/python3", "-I", "-S", "-c", PROBE, str(EXECUTOR_DIR), *names],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     allowed = set(found["stdlib"]) | set(names)

@@ -54,8 +54,11 @@ def test_fake_is_registered_but_not_offered_to_users() -> None:
 
 def test_table_by_text_or_hash_then_rules_then_default() -> None:
     async def go() -> list[Status]:
-        b = await _started(table={ADD: "correct", program_hash(SUB): {"verdict": "wrong_answer"}},
-                           rules=[{"contains": "while True", "verdict": "time_limit"}], default="runtime_error")
+        b = await _started(
+            table={ADD: "correct", program_hash(SUB): {"verdict": "wrong_answer"}},
+            rules=[{"contains": "while True", "verdict": "time_limit"}],
+            default="runtime_error",
+        )
         jobs = [ADD, SUB, "while True:\n    pass", "print(1)"]
         out = [(await b.judge(CodeJob(p, TESTS))).verdict for p in jobs]
         assert b.calls[program_hash(ADD)] == 1 and sum(b.calls.values()) == 4
@@ -66,17 +69,28 @@ def test_table_by_text_or_hash_then_rules_then_default() -> None:
 
 def test_outcomes_follow_the_verdict_and_the_tests() -> None:
     async def go() -> None:
-        b = await _started(table={ADD: "correct", SUB: "wrong_answer", "boom": {"verdict": "runtime_error",
-                                                                                "stderr": "ZeroDivisionError"}})
+        b = await _started(
+            table={
+                ADD: "correct",
+                SUB: "wrong_answer",
+                "boom": {"verdict": "runtime_error", "stderr": "ZeroDivisionError"},
+            }
+        )
         ok = await b.judge(CodeJob(ADD, TESTS))
-        assert [t.stdout for t in ok.tests] == ["3\n", "12\n"] and all(t.verdict is Status.correct for t in ok.tests)
+        assert [t.stdout for t in ok.tests] == ["3\n", "12\n"] and all(
+            t.verdict is Status.correct for t in ok.tests
+        )
         bad = await b.judge(CodeJob(SUB, TESTS))
-        assert len(bad.tests) == 1 and bad.tests[0].verdict is Status.wrong_answer  # stops at the first failure
+        assert (
+            len(bad.tests) == 1 and bad.tests[0].verdict is Status.wrong_answer
+        )  # stops at the first failure
         every = await b.judge(CodeJob(SUB, TESTS, stop_on_first_failure=False))
         assert len(every.tests) == 2
         crash = await b.judge(CodeJob("boom", TESTS))
         assert crash.tests[0].stderr == "ZeroDivisionError" and crash.tests[0].exit_code == 1
-        missing = await b.judge(CodeJob("print(2)", TESTS))  # no entry, no default: infrastructure, not a reward
+        missing = await b.judge(
+            CodeJob("print(2)", TESTS)
+        )  # no entry, no default: infrastructure, not a reward
         assert missing.verdict is Status.sandbox_error and program_hash("print(2)") in (missing.error or "")
         raw = await b.run_raw(RawRun("boom"))
         assert raw.verdict is Status.runtime_error
@@ -102,14 +116,20 @@ def test_malformed_jobs_are_refused_as_the_real_backends_refuse_them() -> None:
 
 def test_the_verifier_service_scores_code_with_the_fake_backend() -> None:
     """The real service over loopback HTTP, options as JSON (as MUCODE_BACKEND_OPTIONS carries them)."""
-    options = json.loads(json.dumps({"rules": [{"contains": "a + b", "verdict": "correct"}], "default": "wrong_answer"}))
+    options = json.loads(
+        json.dumps({"rules": [{"contains": "a + b", "verdict": "correct"}], "default": "wrong_answer"})
+    )
     spec = {"tests": {"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]}}
-    items = [{"id": str(i), "program": "code", "response": f"```python\n{p}\n```", "spec": spec}
-             for i, p in enumerate([ADD, SUB])]
+    items = [
+        {"id": str(i), "program": "code", "response": f"```python\n{p}\n```", "spec": spec}
+        for i, p in enumerate([ADD, SUB])
+    ]
     with local_verifier("fake", programs=["code"], backend_options=options) as url:
         ready = httpx.get(f"{url}/readyz", timeout=30)
         assert ready.status_code == 200, ready.text
         r = httpx.post(f"{url}/v1/verify", json={"items": items}, timeout=60)
         assert r.status_code == 200, r.text
         assert [(x["id"], x["status"], x["reward"]) for x in r.json()["results"]] == [
-            ("0", "correct", 1.0), ("1", "wrong_answer", 0.0)]
+            ("0", "correct", 1.0),
+            ("1", "wrong_answer", 0.0),
+        ]

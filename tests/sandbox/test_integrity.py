@@ -29,28 +29,37 @@ WRONG_ADD = "def add(a, b):\n    return a - b\n"
 FORGERIES = {
     "sys.exit(0) at the top": WRONG_ADD + "import sys\nsys.exit(0)\n",
     "os._exit(0) at the top": WRONG_ADD + "import os\nos._exit(0)\n",
-    "os._exit(0) from an atexit hook": WRONG_ADD + "import atexit, os\natexit.register(lambda: os._exit(0))\n",
+    "os._exit(0) from an atexit hook": WRONG_ADD
+    + "import atexit, os\natexit.register(lambda: os._exit(0))\n",
     "os._exit(0) from the function": "def add(a, b):\n    import os\n    os._exit(0)\n",
-    "patched excepthook and traceback printer": WRONG_ADD + (
+    "patched excepthook and traceback printer": WRONG_ADD
+    + (
         "import sys, traceback\nsys.excepthook = lambda *a: None\n"
-        "traceback.print_exception = lambda *a, **k: None\n"),
-    "patched runner modules": WRONG_ADD + (
+        "traceback.print_exception = lambda *a, **k: None\n"
+    ),
+    "patched runner modules": WRONG_ADD
+    + (
         "import sys\nfor m in list(sys.modules.values()):\n"
         "    for name in ('_finish', '_exit_code', 'run_python'):\n"
         "        if hasattr(m, name):\n"
         "            try:\n                setattr(m, name, lambda *a, **k: None)\n"
-        "            except Exception:\n                pass\n"),
+        "            except Exception:\n                pass\n"
+    ),
     "always-equal object": (
         "class Any:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n"
-        "def add(a, b):\n    return Any()\n"),
+        "def add(a, b):\n    return Any()\n"
+    ),
     "always-equal int subclass": (
         "class Eq(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
-        "def add(a, b):\n    return Eq(0)\n"),
+        "def add(a, b):\n    return Eq(0)\n"
+    ),
     "AssertionError rebound": WRONG_ADD + "import builtins\nbuiltins.AssertionError = SystemExit\n",
-    "forged harness records": WRONG_ADD + (
+    "forged harness records": WRONG_ADD
+    + (
         "import os\nfor k in range(3):\n"
-        "    os.write(3, ('{\"ev\": \"assert\", \"k\": %d, \"v\": {\"i\": \"0x3\"}}\\n' % k).encode())\n"
-        "os.write(3, b'{\"ev\": \"asserts_done\", \"token\": \"\"}\\n')\nos._exit(0)\n"),
+        '    os.write(3, (\'{"ev": "assert", "k": %d, "v": {"i": "0x3"}}\\n\' % k).encode())\n'
+        'os.write(3, b\'{"ev": "asserts_done", "token": ""}\\n\')\nos._exit(0)\n'
+    ),
 }
 
 
@@ -67,12 +76,16 @@ def test_assert_tests_cannot_be_forged(sb: Handle) -> None:
     r = sb.judge(CodeJob(GUARD + fake, TestSpec("assert", assert_code=check, entry_point="double")))
     assert r.verdict is Status.wrong_answer, r
     good = "def double(xs):\n    return [2 * x for x in xs]\n"
-    assert sb.judge(CodeJob(good, TestSpec("assert", assert_code=check, entry_point="double"))).verdict \
+    assert (
+        sb.judge(CodeJob(good, TestSpec("assert", assert_code=check, entry_point="double"))).verdict
         is Status.correct
+    )
     # a comparison that is not with a literal runs inside, on plain data only
     close = "assert abs(add(1, 2) - 3) < 1e-9\n"
-    fake_num = ("class N:\n    def __sub__(self, o):\n        return self\n    def __abs__(self):\n        return self\n"
-                "    def __lt__(self, o):\n        return True\ndef add(a, b):\n    return N()\n")
+    fake_num = (
+        "class N:\n    def __sub__(self, o):\n        return self\n    def __abs__(self):\n        return self\n"
+        "    def __lt__(self, o):\n        return True\ndef add(a, b):\n    return N()\n"
+    )
     r = sb.judge(CodeJob(GUARD + fake_num, TestSpec("assert", assert_code=close)))
     assert r.verdict is Status.wrong_answer, r
     every_slot_correct(sb)
@@ -102,7 +115,9 @@ def test_control_channel_garbage_is_the_programs_own_failure(sb: Handle) -> None
     assert_nothing_left(sb)
 
 
-SCRATCH_VANDAL = GUARD + '''
+SCRATCH_VANDAL = (
+    GUARD
+    + """
 import os
 os.makedirs("a/b/c")
 open("a/b/c/secret", "w").write("left over")
@@ -118,7 +133,8 @@ for i in range(20000):
     os.link("f", "l%d" % i)
 os.chmod(".", 0)
 print("done")
-'''
+"""
+)
 LIST_SCRATCH = "import os\nprint(sorted(os.listdir('.')), oct(os.stat('.').st_mode & 0o777))\n"
 
 
@@ -132,7 +148,9 @@ def test_scratch_is_fresh_after_chmod_000_deep_trees_and_links(sb: Handle) -> No
     assert_nothing_left(sb)
 
 
-STOPPER = GUARD + '''
+STOPPER = (
+    GUARD
+    + """
 import os, signal
 for _ in range(3):
     if os.fork() == 0:
@@ -142,7 +160,8 @@ while True:
         os.kill(-1, signal.SIGSTOP)
     except OSError:
         pass
-'''
+"""
+)
 
 
 def test_sigstop_spinners_cannot_hang_a_slot(sb: Handle) -> None:
@@ -154,7 +173,9 @@ def test_sigstop_spinners_cannot_hang_a_slot(sb: Handle) -> None:
     assert sb.health()["ok"]
 
 
-SHM_LEAK = GUARD + '''
+SHM_LEAK = (
+    GUARD
+    + """
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
@@ -167,12 +188,17 @@ for i in range(8):
             ctypes.memset(addr, 1, 4 << 20)
         made += 1
 print(made > 0)
-'''
-COUNT_IPC = ("n = 0\nfor kind in ('shm', 'sem', 'msg'):\n"
-             "    n += len(open('/proc/sysvipc/' + kind).read().splitlines()) - 1\nprint(n)\n")
+"""
+)
+COUNT_IPC = (
+    "n = 0\nfor kind in ('shm', 'sem', 'msg'):\n"
+    "    n += len(open('/proc/sysvipc/' + kind).read().splitlines()) - 1\nprint(n)\n"
+)
 
 
-IPC_GETS = GUARD + '''
+IPC_GETS = (
+    GUARD
+    + """
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 codes = []
@@ -181,7 +207,8 @@ for call, args in (("shmget", (0x6d00, 4096, 0o1666)), ("semget", (0x6d01, 1, 0o
     rc = getattr(libc, call)(*args)
     codes.append("made" if rc >= 0 else str(ctypes.get_errno()))
 print(" ".join(codes))
-'''
+"""
+)
 
 
 def test_sysv_ipc_objects_cannot_be_made(sb: Handle) -> None:
@@ -203,7 +230,9 @@ def test_sysv_ipc_does_not_survive_a_job(sb: Handle) -> None:
     assert_nothing_left(sb)
 
 
-SHARED_MAPS = GUARD + '''
+SHARED_MAPS = (
+    GUARD
+    + """
 import gc, mmap
 writable = 0
 for obj in gc.get_objects():
@@ -215,7 +244,8 @@ for obj in gc.get_objects():
             pass
 shared = [l for l in open("/proc/self/maps") if l.split()[1] == "rw-s"]  # writable shared mappings
 print(writable, len(shared))
-'''
+"""
+)
 
 
 def test_programs_cannot_write_the_executors_memory(sb: Handle) -> None:
@@ -226,7 +256,9 @@ def test_programs_cannot_write_the_executors_memory(sb: Handle) -> None:
     assert sb.health()["ok"]
 
 
-UNWAITED = GUARD + '''
+UNWAITED = (
+    GUARD
+    + """
 import os, time
 r, w = os.pipe()
 for _ in range(2):
@@ -240,7 +272,8 @@ got = b""
 while len(got) < 2:
     got += os.read(r, 2)
 print(42)  # exits without waiting for its children
-'''
+"""
+)
 
 
 def test_cpu_time_of_unwaited_children_counts(sb: Handle) -> None:
@@ -260,7 +293,9 @@ def test_call_result_counts_against_the_output_cap(sb: Handle) -> None:
     every_slot_correct(sb)
 
 
-KERNEL_SURFACE = GUARD + '''
+KERNEL_SURFACE = (
+    GUARD
+    + """
 import ctypes, os, shutil, subprocess
 libc = ctypes.CDLL(None, use_errno=True)
 def errno_of(rc):
@@ -284,7 +319,8 @@ try:
 except PermissionError:
     res.append("noexec")
 print(*res)
-'''
+"""
+)
 
 
 def test_no_user_namespaces_keyrings_bpf_perf_mount_or_exec_from_scratch(sb: Handle) -> None:

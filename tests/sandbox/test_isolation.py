@@ -29,10 +29,14 @@ from mucode.sandbox import CodeJob, TestSpec
 
 def test_runs_unprivileged_without_capabilities(sb: Handle) -> None:
     assert_confined(sb)
-    prog = ('import os\nst = open("/proc/self/status").read()\n'
-            'print(*[l.split()[1] for l in st.splitlines() if l.split()[0] in ("CapPrm:", "CapEff:", "CapAmb:")])\n'
-            'print(os.getgroups())')
-    r = sb.judge(stdio_job(prog, [""], ["0000000000000000 0000000000000000 0000000000000000\n[]\n"], checker="exact"))
+    prog = (
+        'import os\nst = open("/proc/self/status").read()\n'
+        'print(*[l.split()[1] for l in st.splitlines() if l.split()[0] in ("CapPrm:", "CapEff:", "CapAmb:")])\n'
+        "print(os.getgroups())"
+    )
+    r = sb.judge(
+        stdio_job(prog, [""], ["0000000000000000 0000000000000000 0000000000000000\n[]\n"], checker="exact")
+    )
     assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
 
 
@@ -43,7 +47,9 @@ def test_no_network_to_host_loopback(sb: Handle) -> None:
     server.listen(8)
     server.setblocking(False)
     port = server.getsockname()[1]
-    prog = GUARD + f'''
+    prog = (
+        GUARD
+        + f"""
 import socket
 results = []
 for host in ("127.0.0.1", "localhost", "::1"):
@@ -53,7 +59,8 @@ for host in ("127.0.0.1", "localhost", "::1"):
     except OSError:
         results.append("blocked")
 print(" ".join(results))
-'''
+"""
+    )
     try:
         r = sb.judge(stdio_job(prog, [""], ["blocked blocked blocked"]))
         try:
@@ -76,7 +83,9 @@ def test_no_host_files_environment_or_secrets(sb: Handle) -> None:
         f.write(CANARY)
         host_file = f.name
     repo_file = os.path.abspath("pyproject.toml")
-    prog = GUARD + f'''
+    prog = (
+        GUARD
+        + f"""
 import os
 seen = []
 for path in ({host_file!r}, {repo_file!r}, "/etc/shadow", "/root/.bash_history", "/proc/1/environ",
@@ -98,7 +107,8 @@ for pid in os.listdir("/proc"):
         except OSError:
             pass
 print("clean" if not seen else "LEAK " + " ".join(seen))
-'''
+"""
+    )
     try:
         r = sb.judge(stdio_job(prog, [""], ["clean"]))
     finally:
@@ -111,7 +121,9 @@ print("clean" if not seen else "LEAK " + " ".join(seen))
 def test_no_write_outside_scratch(sb: Handle) -> None:
     assert_confined(sb)
     name = "mucode-escape-" + os.urandom(4).hex()
-    prog = GUARD + f'''
+    prog = (
+        GUARD
+        + f"""
 import os
 wrote = []
 for d in ("/", "/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/dev", "/etc", "/usr", "/opt/sandbox",
@@ -125,7 +137,8 @@ for d in ("/", "/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/dev", "/etc", "/
 with open("here.txt", "w") as f:  # the run's own scratch dir is writable
     f.write("ok")
 print("confined" if not wrote else "ESCAPED " + " ".join(wrote), open("here.txt").read())
-'''
+"""
+    )
     r = sb.judge(stdio_job(prog, [""], ["confined ok"]))
     assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     assert not os.path.exists(os.path.join("/tmp", name)) and not os.path.exists(os.path.join("/", name))
@@ -134,14 +147,17 @@ print("confined" if not wrote else "ESCAPED " + " ".join(wrote), open("here.txt"
 
 def test_fork_bomb_is_contained_and_others_keep_running(sb: Handle) -> None:
     assert_confined(sb)
-    bomb = GUARD + '''
+    bomb = (
+        GUARD
+        + """
 import os
 while True:
     try:
         os.fork()
     except OSError:
         pass
-'''
+"""
+    )
     benign = stdio_job("print(sum(map(int, input().split())))", ["1 2 3\n"], ["6"])
     results = sb.judge_many([stdio_job(bomb, [""], [""], time_limit_s=1.0), benign, benign])
     assert results[0].verdict is Status.time_limit, results[0]
@@ -193,9 +209,13 @@ def test_endless_output(sb: Handle) -> None:
 
 def test_disk_fill(sb: Handle) -> None:
     assert_confined(sb)
-    one_big_file = GUARD + 'with open("big", "wb") as f:\n    while True:\n        f.write(b"x" * (1 << 20))\n'
-    many_files = GUARD + ('i = 0\nwhile True:\n    with open(f"f{i}", "wb") as f:\n'
-                          '        f.write(b"x" * (4 << 20))\n    i += 1\n')
+    one_big_file = (
+        GUARD + 'with open("big", "wb") as f:\n    while True:\n        f.write(b"x" * (1 << 20))\n'
+    )
+    many_files = GUARD + (
+        'i = 0\nwhile True:\n    with open(f"f{i}", "wb") as f:\n'
+        '        f.write(b"x" * (4 << 20))\n    i += 1\n'
+    )
     for prog in (one_big_file, many_files):
         r = sb.judge(stdio_job(prog, [""], [""], time_limit_s=5.0))
         assert r.verdict is Status.runtime_error, r.tests[0]
@@ -209,7 +229,9 @@ def test_disk_fill(sb: Handle) -> None:
 
 def test_double_forked_daemon_does_not_survive(sb: Handle) -> None:
     assert_confined(sb)
-    prog = GUARD + '''
+    prog = (
+        GUARD
+        + """
 import os, sys, time
 if os.fork() == 0:
     os.setsid()
@@ -221,7 +243,8 @@ if os.fork() == 0:
     os._exit(0)
 time.sleep(0.2)
 print(sum(map(int, input().split())))
-'''
+"""
+    )
     for close in ("yes", "no"):  # a daemon that closes its pipes, and one that keeps them open
         start = time.monotonic()
         r = sb.judge(stdio_job(prog.replace("{close}", close), ["4 5\n"], ["9"], time_limit_s=5.0))
@@ -233,7 +256,9 @@ print(sum(map(int, input().split())))
 
 def test_signals_and_ptrace_at_the_executor(sb: Handle) -> None:
     assert_confined(sb)
-    prog = GUARD + '''
+    prog = (
+        GUARD
+        + """
 import ctypes, os, signal
 me = os.getpid()
 hit = []
@@ -250,7 +275,8 @@ for pid in (1, os.getppid()):
     if libc.ptrace(16, pid, None, None) == 0:  # PTRACE_ATTACH
         hit.append(("ptrace", pid))
 print("denied" if not hit else f"HIT {hit}")
-'''
+"""
+    )
     r = sb.judge(stdio_job(prog, [""], ["denied"]))
     assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr)
     assert sb.health()["ok"]
@@ -260,15 +286,17 @@ print("denied" if not hit else f"HIT {hit}")
 
 def test_one_run_cannot_touch_a_concurrent_run(sb: Handle) -> None:
     assert_confined(sb)
-    victim = '''
+    victim = """
 import os, time
 with open("secret.txt", "w") as f:
     f.write("victim-data")
 open("/proc/self/cwd/marker", "w").write(str(os.getpid()))
 time.sleep(1.5)
 print(open("secret.txt").read(), sum(map(int, input().split())))
-'''
-    attacker = GUARD + '''
+"""
+    attacker = (
+        GUARD
+        + """
 import glob, os, signal, time
 time.sleep(0.4)
 got = []
@@ -295,9 +323,11 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpi
     except OSError:
         pass
 print("isolated" if not got else f"REACHED {got}")
-'''
-    results = sb.judge_many([stdio_job(victim, ["20 22\n"], ["victim-data 42"]),
-                             stdio_job(attacker, [""], ["isolated"])])
+"""
+    )
+    results = sb.judge_many(
+        [stdio_job(victim, ["20 22\n"], ["victim-data 42"]), stdio_job(attacker, [""], ["isolated"])]
+    )
     assert results[1].verdict is Status.correct, (results[1].tests[0].stdout, results[1].tests[0].stderr)
     assert results[0].verdict is Status.correct, results[0].tests[0]
     assert_nothing_left(sb)
@@ -307,9 +337,9 @@ print("isolated" if not got else f"REACHED {got}")
 def test_expected_outputs_never_enter_the_sandbox(sb: Handle) -> None:
     """The program searches its own memory and files for the expected output: it is not there."""
     secret = "expected-" + os.urandom(6).hex()
-    prog = f'''
+    prog = f"""
 import gc
-SUFFIX = {secret[len("expected-"):]!r}
+SUFFIX = {secret[len("expected-") :]!r}
 def search():
     needle = "".join(["expected-", SUFFIX])  # only ever a local: not in any container below
     for o in gc.get_objects():
@@ -321,7 +351,7 @@ def search():
                 pass
     return False
 print("found" if search() else "absent")
-'''
+"""
     r = sb.judge(CodeJob(prog, TestSpec("stdio", ["x\n"], [secret])))
     assert r.verdict is Status.wrong_answer
     assert r.tests[0].stdout.strip() == "absent"
@@ -330,8 +360,10 @@ print("found" if search() else "absent")
 def test_concurrent_load_while_hostile_runs_keeps_serving(sb: Handle) -> None:
     """While a memory bomb, a spin and an output flood run, benign jobs keep being judged."""
     assert_confined(sb)
-    hostile = [stdio_job(GUARD + "while True:\n    pass\n", [""], [""], time_limit_s=2.0),
-               stdio_job(GUARD + 'import sys\nwhile True:\n    sys.stdout.write("z" * 4096)\n', [""], [""])]
+    hostile = [
+        stdio_job(GUARD + "while True:\n    pass\n", [""], [""], time_limit_s=2.0),
+        stdio_job(GUARD + 'import sys\nwhile True:\n    sys.stdout.write("z" * 4096)\n', [""], [""]),
+    ]
     benign = [stdio_job("print(int(input()) * 2)", [f"{i}\n"], [str(2 * i)]) for i in range(12)]
     results = sb.judge_many(hostile + benign)
     assert results[0].verdict is Status.time_limit

@@ -53,13 +53,17 @@ def test_a_killed_job_handler_means_a_re_run_on_a_fresh_slot(sb: Handle) -> None
     assert_nothing_left(sb)
 
 
-@pytest.mark.parametrize("kind", [pytest.param("local", id="local"),
-                                  pytest.param("docker", id="docker", marks=pytest.mark.docker)])
+@pytest.mark.parametrize(
+    "kind", [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
+)
 def test_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run(kind: str) -> None:
     if kind == "local" and os.geteuid() != 0:
         pytest.skip("the local sandbox backend needs root (CI runs as root)")
-    options = ({"slots": 2, "uid_base": 61300} if kind == "local"
-               else {"containers": 1, "slots_per_container": 2, "uid_base": 11300})
+    options = (
+        {"slots": 2, "uid_base": 61300}
+        if kind == "local"
+        else {"containers": 1, "slots_per_container": 2, "uid_base": 11300}
+    )
     h = Handle(kind, health_interval_s=0.5, deadline_slack_s=2.0, **options)
     try:
         assert_confined(h)
@@ -84,7 +88,9 @@ def test_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run(kind
     assert not slot_processes(uids)
 
 
-IPC_OWNER = GUARD + '''
+IPC_OWNER = (
+    GUARD
+    + """
 import ctypes, socket, time
 libc = ctypes.CDLL(None, use_errno=True)
 shm = libc.shmget(0x6d7563, 4096, 0o1666)
@@ -93,8 +99,11 @@ s.bind("\\0mucode-cross-slot")
 s.listen(1)
 print(shm >= 0)
 time.sleep(3)
-'''
-IPC_PROBE = GUARD + '''
+"""
+)
+IPC_PROBE = (
+    GUARD
+    + """
 import ctypes, socket, time
 libc = ctypes.CDLL(None, use_errno=True)
 reached = []
@@ -112,7 +121,8 @@ while time.monotonic() < end:
         break
     time.sleep(0.05)
 print(reached or "isolated")
-'''
+"""
+)
 
 
 def test_local_slots_share_no_sysv_ipc_or_abstract_sockets(local_handle: Handle) -> None:
@@ -123,8 +133,12 @@ def test_local_slots_share_no_sysv_ipc_or_abstract_sockets(local_handle: Handle)
     assert_confined(h)
     # "False": making a SysV object is refused on every backend (seccomp; test_integrity), so the
     # probe can only find one if that refusal broke; the abstract socket is this test's own check
-    owner, probe = h.judge_many([stdio_job(IPC_OWNER, [""], ["False"], time_limit_s=5.0),
-                                 stdio_job(IPC_PROBE, [""], ["isolated"], time_limit_s=5.0)])
+    owner, probe = h.judge_many(
+        [
+            stdio_job(IPC_OWNER, [""], ["False"], time_limit_s=5.0),
+            stdio_job(IPC_PROBE, [""], ["isolated"], time_limit_s=5.0),
+        ]
+    )
     assert owner.verdict is Status.correct, owner
     assert probe.verdict is Status.correct, probe.tests[0].stdout
     every_slot_correct(h)

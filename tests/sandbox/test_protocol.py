@@ -13,9 +13,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import Handle
-
-from mucode.sandbox.client import Endpoint, ExecutorError
 from mucode.sandbox.executor import EXECUTOR_DIR
 from mucode.sandbox.executor.protocol import (
     MAX_FRAME_BYTES,
@@ -25,6 +22,9 @@ from mucode.sandbox.executor.protocol import (
     recv_frame,
     send_frame,
 )
+from sandbox_helpers import Handle
+
+from mucode.sandbox.client import Endpoint, ExecutorError
 
 BARE_PYTHON = "/usr/bin/python3"  # what the image and the jail run it with: no mucode, no site-packages
 
@@ -40,14 +40,17 @@ def test_frames_round_trip_and_a_clean_close_is_none() -> None:
         assert recv_frame(b) is None
 
 
-@pytest.mark.parametrize("raw, message", [
-    (struct.pack(">I", 10) + b"{}", "closed mid-frame"),
-    (b"\x00\x00", "closed mid-frame"),
-    (struct.pack(">I", MAX_FRAME_BYTES + 1), "exceeds"),
-    (struct.pack(">I", 2) + b"[]", "not a JSON object"),
-    (struct.pack(">I", 3) + b"{x}", "not JSON"),
-    (struct.pack(">I", 2) + b"\xff{", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (struct.pack(">I", 10) + b"{}", "closed mid-frame"),
+        (b"\x00\x00", "closed mid-frame"),
+        (struct.pack(">I", MAX_FRAME_BYTES + 1), "exceeds"),
+        (struct.pack(">I", 2) + b"[]", "not a JSON object"),
+        (struct.pack(">I", 3) + b"{x}", "not JSON"),
+        (struct.pack(">I", 2) + b"\xff{", "not JSON"),
+    ],
+)
 def test_broken_frames_are_protocol_errors_on_both_kinds_of_socket(raw: bytes, message: str) -> None:
     a, b = socket.socketpair()
     with a, b:
@@ -82,8 +85,12 @@ def test_an_oversized_request_is_refused_before_it_is_sent() -> None:
 
 
 def _ping(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([BARE_PYTHON, "-I", "-S", str(EXECUTOR_DIR / "protocol.py"), *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [BARE_PYTHON, "-I", "-S", str(EXECUTOR_DIR / "protocol.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_health_check_program_pings_a_live_executor(local_handle: Handle, tmp_path: Path) -> None:

@@ -32,7 +32,9 @@ def _snapshot(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple
     return params, state
 
 
-def _assert_bit_identical(model: torch.nn.Module, optimizer: torch.optim.Optimizer, snap: tuple[dict, list]) -> None:
+def _assert_bit_identical(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, snap: tuple[dict, list]
+) -> None:
     params, state = snap
     for name, value in model.state_dict().items():
         assert torch.equal(value, params[name]) and value.dtype == params[name].dtype, name

@@ -16,8 +16,10 @@ def _compose(overrides: list[str]):  # noqa: ANN202 - an omegaconf DictConfig
 
     config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return compose(config_name="ppo_trainer",
-                       overrides=[*overrides, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"])
+        return compose(
+            config_name="ppo_trainer",
+            overrides=[*overrides, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"],
+        )
 
 
 def _overrides(output: str) -> list[str]:
@@ -45,12 +47,16 @@ def test_verl_config_composes_against_verl(args: list[str], mu: int, loss_mode: 
     assert cfg.data.train_batch_size // actor.ppo_mini_batch_size == mu
     assert actor.ppo_epochs == 1 and actor.policy_loss.loss_mode == loss_mode
     assert not cfg.algorithm.rollout_correction.bypass_mode
-    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "mucode.integrations.verl.register"
+    assert (
+        cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES
+        == "mucode.integrations.verl.register"
+    )
     built = omega_conf_to_dataclass(actor)  # what verl's workers construct: rejects unknown keys
     if loss_mode == "mu_grpo":
         assert built.clip_ratio_high == 4.0
-        assert ("suffix" if "algo.veto_scope=suffix" in args else "sequence") == \
-            cfg.ray_kwargs.ray_init.runtime_env.env_vars.MUCODE_VETO_SCOPE
+        assert (
+            "suffix" if "algo.veto_scope=suffix" in args else "sequence"
+        ) == cfg.ray_kwargs.ray_init.runtime_env.env_vars.MUCODE_VETO_SCOPE
     else:
         assert built.clip_ratio_low == 0.2 and built.clip_ratio_high == 0.2
 

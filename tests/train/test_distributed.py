@@ -13,8 +13,17 @@ from train_helpers import synthetic_groups as _groups
 
 
 def _run(nproc: int, policy: Path, groups: Path, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           str(Path(__file__).with_name("dist_step.py")), str(policy), str(groups), str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        str(Path(__file__).with_name("dist_step.py")),
+        str(policy),
+        str(groups),
+        str(out),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

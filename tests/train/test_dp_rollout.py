@@ -21,14 +21,30 @@ from proctree import descendants
 
 G = 4
 # 48-token responses: each group takes long enough that the kill lands inside stage 1 on a loaded machine
-SETTINGS = dict(batch__updates_per_stage=4, batch__prompts_per_update=2, batch__num_stages=2,
-                batch__samples_per_prompt=G, rollout__batch_size=G, rollout__max_response_tokens=48,
-                train__groups_per_shard=1)
+SETTINGS = dict(
+    batch__updates_per_stage=4,
+    batch__prompts_per_update=2,
+    batch__num_stages=2,
+    batch__samples_per_prompt=G,
+    rollout__batch_size=G,
+    rollout__max_response_tokens=48,
+    train__groups_per_shard=1,
+)
 
 
 def _torchrun(args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-            "-m", "mucode.cli", "train", "--no-plot", *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        "mucode.cli",
+        "train",
+        "--no-plot",
+        *args,
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -39,7 +55,9 @@ def _check_store(store_dir: Path, prompts: int) -> None:
     store = StageStore.open(store_dir)
     groups = list(store.iter_groups())
     assert sorted(g.group_id for g in groups) == list(range(prompts))  # every prompt exactly once
-    assert all(len(g.samples) == G and sorted(s.sample_index for s in g.samples) == list(range(G)) for g in groups)
+    assert all(
+        len(g.samples) == G and sorted(s.sample_index for s in g.samples) == list(range(G)) for g in groups
+    )
     files = [s.file for s in store.manifest.shards]
     assert {f.split("/")[0] for f in files} == {"rank-00", "rank-01"}  # both ranks generated
     for rank in (0, 1):
@@ -59,7 +77,11 @@ def test_two_gloo_ranks_generate_data_parallel_and_resume_after_sigkill(
     with log.open("wb") as sink:
         proc = subprocess.Popen(_torchrun(args), stdout=sink, stderr=subprocess.STDOUT, env=_env())
         deadline = time.monotonic() + 400
-        while not list(stage1.glob("rank-*/shard-*.parquet")) and proc.poll() is None and time.monotonic() < deadline:
+        while (
+            not list(stage1.glob("rank-*/shard-*.parquet"))
+            and proc.poll() is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.01)
         assert proc.poll() is None, f"the run ended before it could be killed: {log.read_text()[-3000:]}"
         for pid in [*descendants(proc.pid), proc.pid]:  # every rank, its verifier, and the launcher
@@ -71,13 +93,19 @@ def test_two_gloo_ranks_generate_data_parallel_and_resume_after_sigkill(
     _check_store(run_dir / "stages" / "stage-0000", 8)
     # shards the rank manifests list (a shard written but not yet listed when the kill landed is a
     # stray: the resume deletes and regenerates it, by design)
-    listed = [rank / s["file"] for rank in stage1.glob("rank-*") if (rank / "manifest.json").exists()
-              for s in json.loads((rank / "manifest.json").read_text())["shards"]]
+    listed = [
+        rank / s["file"]
+        for rank in stage1.glob("rank-*")
+        if (rank / "manifest.json").exists()
+        for s in json.loads((rank / "manifest.json").read_text())["shards"]
+    ]
     kept = {p: p.stat().st_mtime_ns for p in listed}
     kept.update({p: p.stat().st_mtime_ns for p in (run_dir / "stages" / "stage-0000").rglob("*.parquet")})
     assert kept
 
-    done = subprocess.run(_torchrun([*args, "--resume"]), capture_output=True, text=True, env=_env(), timeout=600)
+    done = subprocess.run(
+        _torchrun([*args, "--resume"]), capture_output=True, text=True, env=_env(), timeout=600
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     for path, mtime in kept.items():  # finished shards were kept, not regenerated
         assert path.exists() and path.stat().st_mtime_ns == mtime, path

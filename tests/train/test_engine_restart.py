@@ -25,7 +25,9 @@ class DiesAfter:
     def __init__(self, engine: HFEngine, groups: int, error: type[Exception] = EngineError) -> None:
         self.engine, self.groups, self.error = engine, groups, error
 
-    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Iterator[list[Sample]]:
+    def generate(
+        self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
+    ) -> Iterator[list[Sample]]:
         for n, group in enumerate(self.engine.generate(prompts, samples_per_prompt)):
             if n == self.groups:
                 raise self.error("replica died (on purpose)")
@@ -50,9 +52,18 @@ def _run(policy: Path, store_dir: Path, engines: list, tmp_path: Path) -> tuple[
     with verifier_urls([], "local") as urls:
         pipeline = VerifyPipeline(urls)
         try:
-            stats = generate_stage(stage=0, engine_factory=factory, prompts=prompts, samples_per_prompt=2,
-                                   writer=writer, pipeline=pipeline, adv_std="unbiased", adv_eps=1e-6,
-                                   show_progress=False, max_engine_restarts=2)
+            stats = generate_stage(
+                stage=0,
+                engine_factory=factory,
+                prompts=prompts,
+                samples_per_prompt=2,
+                writer=writer,
+                pipeline=pipeline,
+                adv_std="unbiased",
+                adv_eps=1e-6,
+                show_progress=False,
+                max_engine_restarts=2,
+            )
         finally:
             pipeline.close()
     assert stats.engine_starts == len(asked)
@@ -60,8 +71,9 @@ def _run(policy: Path, store_dir: Path, engines: list, tmp_path: Path) -> tuple[
 
 
 def test_a_dead_engine_is_restarted_and_the_stage_completes(small_policy: Path, tmp_path: Path) -> None:
-    store, asked = _run(small_policy, tmp_path / "store", [lambda e: DiesAfter(e, 2), lambda e: DiesAfter(e, 1)],
-                        tmp_path)
+    store, asked = _run(
+        small_policy, tmp_path / "store", [lambda e: DiesAfter(e, 2), lambda e: DiesAfter(e, 1)], tmp_path
+    )
     assert len(asked) == 3  # two deaths, a third engine finished the stage
     groups = list(store.iter_groups())
     assert sorted(g.group_id for g in groups) == list(range(6))  # every prompt exactly once

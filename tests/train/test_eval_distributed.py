@@ -18,12 +18,28 @@ def test_eval_every_under_torchrun(small_policy: Path, plugins_on_path: Path, tm
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     run_dir = tmp_path / "run"
     overrides = run_overrides(small_policy, data, run_dir, batch__num_stages=1, train__eval_every=3)
-    overrides += ["eval.benchmarks=[math500]", f"eval.data_dir={MATH_DATA_DIR}", "eval.limit=2",
-                  "eval.samples_per_problem=2", "train.device=cpu"]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           "-m", "mucode.cli", "train", "--no-plot", *overrides]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    overrides += [
+        "eval.benchmarks=[math500]",
+        f"eval.data_dir={MATH_DATA_DIR}",
+        "eval.limit=2",
+        "eval.samples_per_problem=2",
+        "train.device=cpu",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        "mucode.cli",
+        "train",
+        "--no-plot",
+        *overrides,
+    ]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     events = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' in x]
     evals = [e for e in events if e["event"] == "eval"]

@@ -25,8 +25,19 @@ def run_dir(small_policy: Path, plugin_dir: Path, tmp_path_factory: pytest.TempP
         data = write_tasks(tmp / "tasks.jsonl", "parity")
         run = tmp / "run"
         # one stage of 3 updates with a checkpoint every update: update-2 is inside the stage
-        run_training(load_config(None, run_overrides(small_policy, data, run, batch__num_stages=1,
-                                                     train__checkpoint_every=1, train__checkpoint_keep=5)))
+        run_training(
+            load_config(
+                None,
+                run_overrides(
+                    small_policy,
+                    data,
+                    run,
+                    batch__num_stages=1,
+                    train__checkpoint_every=1,
+                    train__checkpoint_keep=5,
+                ),
+            )
+        )
     finally:
         sys.path.remove(str(plugin_dir))
     return run
@@ -76,10 +87,33 @@ def test_eval_takes_a_checkpoint_directory_as_its_model(run_dir: Path, tmp_path:
 
     checkpoint = run_dir / "checkpoints" / "update-00000001"
     with local_verifier("local", programs=["math"], run_code=False, math_workers=1) as url:
-        out = CliRunner().invoke(get_app(), [
-            "eval", "math", "--model", str(checkpoint), "--benchmarks", "amc23", "--data-dir", str(MATH_DATA_DIR),
-            "--limit", "2", "-n", "1", "--max-tokens", "8", "--device", "cpu", "--output", str(tmp_path / "r.json"),
-            "--run-dir", str(tmp_path / "eval"), "--verifier-url", url])
+        out = CliRunner().invoke(
+            get_app(),
+            [
+                "eval",
+                "math",
+                "--model",
+                str(checkpoint),
+                "--benchmarks",
+                "amc23",
+                "--data-dir",
+                str(MATH_DATA_DIR),
+                "--limit",
+                "2",
+                "-n",
+                "1",
+                "--max-tokens",
+                "8",
+                "--device",
+                "cpu",
+                "--output",
+                str(tmp_path / "r.json"),
+                "--run-dir",
+                str(tmp_path / "eval"),
+                "--verifier-url",
+                url,
+            ],
+        )
     assert out.exit_code == 0, out.output
     assert (checkpoint / "hf" / "config.json").is_file()
     assert json.loads((tmp_path / "r.json").read_text())["amc23"]["n_samples"] == 2

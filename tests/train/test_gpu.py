@@ -18,9 +18,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _settings(run_dir: Path) -> list[str]:
-    return ["--task", "math", "--config", str(REPO / "configs" / "tiny.yaml"), "--run-dir", str(run_dir), "--no-plot",
-            "train.device=cuda", "model.dtype=bfloat16", "batch.num_stages=2", "batch.updates_per_stage=4",
-            "train.progress=false"]
+    return [
+        "--task",
+        "math",
+        "--config",
+        str(REPO / "configs" / "tiny.yaml"),
+        "--run-dir",
+        str(run_dir),
+        "--no-plot",
+        "train.device=cuda",
+        "model.dtype=bfloat16",
+        "batch.num_stages=2",
+        "batch.updates_per_stage=4",
+        "train.progress=false",
+    ]
 
 
 def _rows(run_dir: Path) -> list[dict]:
@@ -29,8 +40,12 @@ def _rows(run_dir: Path) -> list[dict]:
 
 def test_tiny_config_on_gpu_in_bf16(tmp_path: Path) -> None:
     run_dir = tmp_path / "gpu"
-    done = subprocess.run([sys.executable, "-m", "mucode.cli", "train", *_settings(run_dir)],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "mucode.cli", "train", *_settings(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = _rows(run_dir)
     assert len(rows) == 8
@@ -51,15 +66,26 @@ def test_fsdp_under_torchrun(tmp_path: Path) -> None:
 
     nproc = max(1, torch.cuda.device_count())
     run_dir = tmp_path / "fsdp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "-m", "mucode.cli", "train", *_settings(run_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "mucode.cli",
+        "train",
+        *_settings(run_dir),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=os.environ.copy())
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(_rows(run_dir)) == 8
     assert (run_dir / "policy" / "stage-0001" / "model.safetensors").exists()
     if nproc > 1:  # every GPU generated its share of each stage
         manifest = json.loads((run_dir / "stages" / "stage-0000" / "manifest.json").read_text())
-        assert {s["file"].split("/")[0] for s in manifest["shards"]} == {f"rank-{r:02d}" for r in range(nproc)}
+        assert {s["file"].split("/")[0] for s in manifest["shards"]} == {
+            f"rank-{r:02d}" for r in range(nproc)
+        }
 
 
 def test_state_steps_aside_and_frees_the_device() -> None:
@@ -85,11 +111,20 @@ def test_state_steps_aside_and_frees_the_device() -> None:
 
 def test_vllm_takes_weights_in_memory_for_short_stages(tmp_path: Path) -> None:
     run_dir = tmp_path / "vllm"
-    args = [*_settings(run_dir)[:-4], "model.dtype=float32", "rollout.engine=vllm", "train.weight_sync=memory",
-            "rollout.gpu_memory_utilization=0.3", "batch.num_stages=3", "batch.updates_per_stage=4",
-            "train.progress=false", "train.final_rollout_prompts=0"]
-    done = subprocess.run([sys.executable, "-m", "mucode.cli", "train", *args], capture_output=True, text=True,
-                          timeout=1200)
+    args = [
+        *_settings(run_dir)[:-4],
+        "model.dtype=float32",
+        "rollout.engine=vllm",
+        "train.weight_sync=memory",
+        "rollout.gpu_memory_utilization=0.3",
+        "batch.num_stages=3",
+        "batch.updates_per_stage=4",
+        "train.progress=false",
+        "train.final_rollout_prompts=0",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "mucode.cli", "train", *args], capture_output=True, text=True, timeout=1200
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = _rows(run_dir)
     assert len(rows) == 12

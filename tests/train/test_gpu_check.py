@@ -15,9 +15,29 @@ def test_gpu_check_runs_with_a_tiny_shape(tmp_path: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "figures.json"
-    code = module.main(["--tiny", "--device", "cpu", "--stages", "2", "--updates", "2", "--prompts", "4",
-                        "--samples", "4", "--prompt-tokens", "12", "--response-tokens", "12", "--lr", "1e-3",
-                        "--json", str(out)])
+    code = module.main(
+        [
+            "--tiny",
+            "--device",
+            "cpu",
+            "--stages",
+            "2",
+            "--updates",
+            "2",
+            "--prompts",
+            "4",
+            "--samples",
+            "4",
+            "--prompt-tokens",
+            "12",
+            "--response-tokens",
+            "12",
+            "--lr",
+            "1e-3",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0  # the fixed-batch loss went down
     figures = json.loads(out.read_text())
     first, second = figures["stages"]

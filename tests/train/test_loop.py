@@ -17,11 +17,16 @@ from mucode.train.store import StageStore
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' not in line]
+    return [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"event"' not in line
+    ]
 
 
-def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, plugins_on_path: Path,
-                                                             tmp_path: Path) -> None:
+def test_two_stage_run_rho_one_at_first_update_and_outputs(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     run_dir = tmp_path / "run"
     cfg = load_config(None, run_overrides(small_policy, data, run_dir))
@@ -35,8 +40,15 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
     assert first["stale/abs_log_ratio_mean"] < 1e-5
     assert abs(first["stale/ratio_min"] - 1) < 1e-4 and abs(first["stale/ratio_max"] - 1) < 1e-4
     assert first["stale/veto_token_frac"] == 0.0
-    for key in ("reward/mean", "stale/clip_frac_high", "stale/ratio_mean_neg_adv", "stale/approx_kl",
-                "policy/entropy", "optim/grad_norm", "loss/policy"):
+    for key in (
+        "reward/mean",
+        "stale/clip_frac_high",
+        "stale/ratio_mean_neg_adv",
+        "stale/approx_kl",
+        "policy/entropy",
+        "optim/grad_norm",
+        "loss/policy",
+    ):
         assert key in first, key
     # parity rewards are mixed, so the updates move the policy (non-zero gradient)
     assert any(r["optim/grad_norm"] > 0 for r in rows)
@@ -56,7 +68,9 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
     for key in ("time/rollout", "time/verify", "time/optimize", "time/total"):
         assert totals[key] >= 0
     assert (run_dir / "summary.txt").read_text().count("\n") >= 6
-    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' in line]
+    events = [
+        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' in line
+    ]
     assert [e["stage"] for e in events] == [0, 1]
 
     # every key the run logged is defined in the glossary
@@ -77,7 +91,12 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
     from mucode.train.plot import plot_run
 
     paths = plot_run(run_dir)
-    assert {p.name for p in paths} >= {"reward.png", "veto_fraction.png", "clip_fraction.png", "rho_neg_adv.png"}
+    assert {p.name for p in paths} >= {
+        "reward.png",
+        "veto_fraction.png",
+        "clip_fraction.png",
+        "rho_neg_adv.png",
+    }
     assert all(p.stat().st_size > 1000 for p in paths)
 
     # a finished run cannot be "resumed" into 0 updates, and a fresh run will not overwrite it
@@ -87,8 +106,9 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
         run_training(cfg)
 
 
-def test_verifier_failures_are_retried_masked_and_counted(small_policy: Path, plugins_on_path: Path,
-                                                          tmp_path: Path) -> None:
+def test_verifier_failures_are_retried_masked_and_counted(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "flaky")
     run_dir = tmp_path / "run"
     cfg = load_config(None, run_overrides(small_policy, data, run_dir, batch__num_stages=1))
@@ -100,10 +120,14 @@ def test_verifier_failures_are_retried_masked_and_counted(small_policy: Path, pl
     assert len(failed) == 6
     for s in failed:  # marked, never scored 0
         assert s.masked and s.status == "verifier_error" and math.isnan(s.reward) and s.advantage == 0.0
-    assert all(not s.masked and s.status in ("correct", "wrong_answer") for s in samples if s.sample_index != 0)
+    assert all(
+        not s.masked and s.status in ("correct", "wrong_answer") for s in samples if s.sample_index != 0
+    )
     assert result.summary["totals"]["verifier/masked"] == 6
     meta = store.meta["rollout"]
-    assert meta["verifier/masked"] == 6 and meta["verifier/resends"] == 6  # each re-sent once (verifier.retries=1)
+    assert (
+        meta["verifier/masked"] == 6 and meta["verifier/resends"] == 6
+    )  # each re-sent once (verifier.retries=1)
     rows = _rows(run_dir)
     assert all(r["batch/masked_responses"] == 2 and r["batch/responses"] == 6 for r in rows)
     # the masked responses are out of the loss: only the 6 scored responses count as responses

@@ -11,7 +11,15 @@ from mucode.config import load_config
 from mucode.train.loop import run_training
 from mucode.train.store import StageStore
 
-CODE_STATUSES = {"correct", "wrong_answer", "runtime_error", "time_limit", "memory_limit", "compile_error", "no_code"}
+CODE_STATUSES = {
+    "correct",
+    "wrong_answer",
+    "runtime_error",
+    "time_limit",
+    "memory_limit",
+    "compile_error",
+    "no_code",
+}
 MATH_STATUSES = {"correct", "wrong_answer", "no_answer"}
 
 
@@ -19,13 +27,25 @@ def test_mixed_math_and_code_file_trains(small_policy: Path, tmp_path: Path) -> 
     rows = []
     for i in range(4):
         rows.append({"id": f"m{i}", "prompt": f"What is {i} + {i}?", "solution": str(2 * i)})
-        rows.append({"id": f"c{i}", "prompt": [{"role": "user", "content": f"Print {i}."}],
-                     "tests": {"tests": {"format": "stdio", "inputs": ["\n"], "outputs": [f"{i}\n"]}}})
+        rows.append(
+            {
+                "id": f"c{i}",
+                "prompt": [{"role": "user", "content": f"Print {i}."}],
+                "tests": {"tests": {"format": "stdio", "inputs": ["\n"], "outputs": [f"{i}\n"]}},
+            }
+        )
     data = tmp_path / "mixed.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run_dir = tmp_path / "run"
-    overrides = run_overrides(small_policy, data, run_dir, batch__num_stages=1, batch__updates_per_stage=2,
-                              batch__prompts_per_update=4, data__format="trl")
+    overrides = run_overrides(
+        small_policy,
+        data,
+        run_dir,
+        batch__num_stages=1,
+        batch__updates_per_stage=2,
+        batch__prompts_per_update=4,
+        data__format="trl",
+    )
     result = run_training(load_config(None, overrides))
     assert result.run_dir == run_dir
 

@@ -26,10 +26,13 @@ def _update(policy: Path, overrides: list[str], groups: list[StoredGroup]) -> tu
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, metrics
 
 
-@pytest.mark.parametrize("objective", [
-    ["algo.objective=mu_grpo"],
-    ["algo.objective=m2po", "algo.aggregation=token-mean"],
-])
+@pytest.mark.parametrize(
+    "objective",
+    [
+        ["algo.objective=mu_grpo"],
+        ["algo.objective=m2po", "algo.aggregation=token-mean"],
+    ],
+)
 def test_update_does_not_depend_on_the_micro_batch_budget(small_policy: Path, objective: list[str]) -> None:
     groups = _groups(vocab=300)
     base = [*objective, "optim.lr=1e-2", "optim.grad_clip=null", "train.log_entropy=true"]
@@ -37,7 +40,13 @@ def test_update_does_not_depend_on_the_micro_batch_budget(small_policy: Path, ob
     many_weights, many = _update(small_policy, [*base, "batch.micro_batch_tokens=40"], groups)
     assert one["batch/micro_batches"] == 1 and many["batch/micro_batches"] >= 6
     assert one["optim/grad_norm"] > 0
-    for key in ("loss/policy", "optim/grad_norm", "stale/ratio_mean_neg_adv", "stale/approx_kl", "policy/entropy"):
+    for key in (
+        "loss/policy",
+        "optim/grad_norm",
+        "stale/ratio_mean_neg_adv",
+        "stale/approx_kl",
+        "policy/entropy",
+    ):
         assert many[key] == pytest.approx(one[key], rel=1e-4, abs=1e-7), key
     # Adam's first step is lr·g/(|g|+eps): elements whose gradient is ~0 amplify float rounding,
     # so the weights agree to a small fraction of the step size lr = 1e-2.
@@ -69,5 +78,7 @@ def test_micro_batches_respect_the_token_budget() -> None:
     batches = pack_micro_batches(samples, 60)
     assert sorted(i for b in batches for i in b) == list(range(len(samples)))
     for b in batches:
-        width = max(len(samples[i].prompt_tokens) for i in b) + max(len(samples[i].response_tokens) for i in b)
+        width = max(len(samples[i].prompt_tokens) for i in b) + max(
+            len(samples[i].response_tokens) for i in b
+        )
         assert len(b) * width <= 60 or len(b) == 1

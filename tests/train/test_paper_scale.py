@@ -45,8 +45,9 @@ def test_dummy_engine_reports_the_exact_log_prob_of_every_token_and_samples_its_
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("tiny"))
-    engine = make_engine("dummy", "tiny", temperature=0.8, max_new_tokens=40, seed=1, batch_size=16,
-                         mean_response_tokens=12)
+    engine = make_engine(
+        "dummy", "tiny", temperature=0.8, max_new_tokens=40, seed=1, batch_size=16, mean_response_tokens=12
+    )
     assert isinstance(engine, DummyEngine)
     logp = fixed_distribution(len(tokenizer), tokenizer.eos_token_id, 12, 0.8)
     groups = list(engine.generate([(f"p{i}", [5, 6, 7]) for i in range(200)], 4))
@@ -59,8 +60,9 @@ def test_dummy_engine_reports_the_exact_log_prob_of_every_token_and_samples_its_
         for s in group:
             tokens = s.response_token_ids
             assert 1 <= len(tokens) <= 41 and s.prompt_token_ids == [5, 6, 7]
-            np.testing.assert_array_equal(np.array(s.behaviour_logprobs, dtype=np.float32),
-                                          logp[tokens].astype(np.float32))
+            np.testing.assert_array_equal(
+                np.array(s.behaviour_logprobs, dtype=np.float32), logp[tokens].astype(np.float32)
+            )
             stopped = tokens[-1] == tokenizer.eos_token_id
             assert (s.finish_reason == "stop") == stopped and (stopped or len(tokens) == 40)
             assert tokenizer.eos_token_id not in tokens[:-1]
@@ -75,27 +77,44 @@ def test_dummy_engine_reports_the_exact_log_prob_of_every_token_and_samples_its_
 
 
 def test_a_small_paper_scale_stage_runs_end_to_end(tmp_path: Path) -> None:
-    figures = _bench().run_stage(tmp_path, prompts=64, samples=4, prompts_per_update=16, dataset=100,
-                                 mean_response_tokens=24, max_response_tokens=64, updates=1)
+    figures = _bench().run_stage(
+        tmp_path,
+        prompts=64,
+        samples=4,
+        prompts_per_update=16,
+        dataset=100,
+        mean_response_tokens=24,
+        max_response_tokens=64,
+        updates=1,
+    )
     assert figures["responses"] == 256 and figures["mu"] == 4
     assert sum(figures["statuses"].values()) == 256 and figures["masked"] == 0
     assert set(figures["statuses"]) <= {"correct", "wrong_answer", "no_answer"}
     store = StageStore.open(tmp_path / "stage-0000")
     assert store.num_groups == 64 and store.num_rows == 256
     assert figures["store_bytes"] > 0 and figures["store_shards"] == 1
-    for phase in ("prompt selection", "generation (dummy engine)", "store write", "minibatch read (all μ)",
-                  "update (stand-in policy, 1 timed)"):
+    for phase in (
+        "prompt selection",
+        "generation (dummy engine)",
+        "store write",
+        "minibatch read (all μ)",
+        "update (stand-in policy, 1 timed)",
+    ):
         assert figures["times"][phase] >= 0
     assert figures["peak_rss_mb"] > 0
     json.dumps(figures)  # the bench prints it as JSON
 
 
-def test_the_trainer_runs_a_stage_with_the_dummy_engine(small_policy: Path, plugins_on_path: Path,
-                                                        tmp_path: Path) -> None:
+def test_the_trainer_runs_a_stage_with_the_dummy_engine(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     run_dir = tmp_path / "run"
-    result = run_training(load_config(None, run_overrides(small_policy, data, run_dir, rollout__engine="dummy",
-                                                          batch__num_stages=1)))
+    result = run_training(
+        load_config(
+            None, run_overrides(small_policy, data, run_dir, rollout__engine="dummy", batch__num_stages=1)
+        )
+    )
     store = StageStore.open(run_dir / "stages" / "stage-0000")
     assert store.num_groups == 6 and result.summary["totals"]["updates"] == 3
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' not in x]

@@ -13,14 +13,19 @@ from mucode.config import ConfigError, load_config
 from mucode.train.loop import run_training
 
 
-def test_eval_every_runs_the_math_evaluator_and_logs_pass_at_1(small_policy: Path, plugins_on_path: Path,
-                                                                tmp_path: Path) -> None:
+def test_eval_every_runs_the_math_evaluator_and_logs_pass_at_1(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     assert MATH_DATA.is_dir(), f"{MATH_DATA} is missing: CI clones the repository with shared/ beside it"
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     run_dir = tmp_path / "run"
     overrides = run_overrides(small_policy, data, run_dir, train__eval_every=3)
-    overrides += ["eval.benchmarks=[math500]", f"eval.data_dir={MATH_DATA}", "eval.limit=2",
-                  "eval.samples_per_problem=2"]
+    overrides += [
+        "eval.benchmarks=[math500]",
+        f"eval.data_dir={MATH_DATA}",
+        "eval.limit=2",
+        "eval.samples_per_problem=2",
+    ]
     run_training(load_config(None, overrides))
 
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -39,8 +44,12 @@ def test_evaluated_policies_are_kept_the_best_is_marked_and_eval_time_is_apart(
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     run_dir = tmp_path / "run"
     overrides = run_overrides(small_policy, data, run_dir, train__eval_every=3, train__keep_policies=1)
-    overrides += ["eval.benchmarks=[math500, amc23]", f"eval.data_dir={MATH_DATA}", "eval.limit=2",
-                  "eval.samples_per_problem=2"]
+    overrides += [
+        "eval.benchmarks=[math500, amc23]",
+        f"eval.data_dir={MATH_DATA}",
+        "eval.limit=2",
+        "eval.samples_per_problem=2",
+    ]
     result = run_training(load_config(None, overrides))
 
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

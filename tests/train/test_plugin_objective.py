@@ -71,15 +71,25 @@ def test_plugin_objective_is_selected_from_the_config_and_its_loss_is_used(
 
     data = write_tasks(tmp_path / "tasks.jsonl", "parity", n=4)
     run_dir = tmp_path / "run"
-    overrides = run_overrides(small_policy, data, run_dir, algo__objective="counting", algo__weight=0.5,
-                              batch__updates_per_stage=2, batch__num_stages=1)
+    overrides = run_overrides(
+        small_policy,
+        data,
+        run_dir,
+        algo__objective="counting",
+        algo__weight=0.5,
+        batch__updates_per_stage=2,
+        batch__num_stages=1,
+    )
     cfg = load_config(None, overrides)
     assert type(cfg.algo.params).__name__ == "CountingParams" and cfg.algo.params.weight == 0.5
     run_training(cfg)
 
     calls = objective_plugin.read_text().splitlines()
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-            if '"event"' not in line]
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"event"' not in line
+    ]
     assert [r["update"] for r in rows] == [1, 2]
     # one call per micro-batch of every update, each with the configured weight and real tokens
     assert len(calls) == sum(r["batch/micro_batches"] for r in rows) >= 2
@@ -104,4 +114,7 @@ def test_verl_config_refuses_a_plugin_objective_in_one_line(objective_plugin: Pa
 
     result = CliRunner().invoke(get_app(), ["verl-config", "algo.objective=counting"])
     assert result.exit_code == 2, result.output
-    assert result.output.strip() == "algo.objective=counting has no verl loss; verl-config supports grpo, m2po, mu_grpo"
+    assert (
+        result.output.strip()
+        == "algo.objective=counting has no verl loss; verl-config supports grpo, m2po, mu_grpo"
+    )

@@ -18,8 +18,17 @@ from mucode.train.precision import Precision
 
 def _changed_fraction(policy: Path, master: str, compute: str, updates: int = 8) -> tuple[float, dict]:
     """Fraction of matrix weights that differ from the start after ``updates`` updates at lr 1e-6."""
-    cfg = load_config(None, [f"model.path={policy}", f"model.dtype={compute}", f"model.master_dtype={master}",
-                             "optim.lr=1e-6", "optim.grad_clip=null", "batch.micro_batch_tokens=4096"])
+    cfg = load_config(
+        None,
+        [
+            f"model.path={policy}",
+            f"model.dtype={compute}",
+            f"model.master_dtype={master}",
+            "optim.lr=1e-6",
+            "optim.grad_clip=null",
+            "batch.micro_batch_tokens=4096",
+        ],
+    )
     torch.manual_seed(0)
     model, tokenizer = load_policy(str(policy), dtype=master, device=torch.device("cpu"))
     start = {k: v.detach().clone() for k, v in model.named_parameters()}
@@ -35,8 +44,11 @@ def _changed_fraction(policy: Path, master: str, compute: str, updates: int = 8)
             changed += int((p.detach() != start[name]).sum())
             total += p.numel()
     state_dtypes = {v.dtype for s in optimizer.state.values() for k, v in s.items() if k != "step"}
-    return changed / total, {"metrics": metrics, "param_dtype": next(model.parameters()).dtype,
-                             "state_dtypes": state_dtypes}
+    return changed / total, {
+        "metrics": metrics,
+        "param_dtype": next(model.parameters()).dtype,
+        "state_dtypes": state_dtypes,
+    }
 
 
 def test_bf16_compute_over_fp32_masters_moves_the_weights_as_fp32_does(small_policy: Path) -> None:
@@ -68,8 +80,11 @@ def test_fsdp_policy_and_the_engine_hand_over_follow_the_two_dtypes(small_policy
 
     mixed = Precision.from_names("float32", "bfloat16")
     policy = mixed.fsdp_mixed_precision()
-    assert (policy.param_dtype, policy.reduce_dtype, policy.buffer_dtype) == (torch.bfloat16, torch.float32,
-                                                                              torch.bfloat16)
+    assert (policy.param_dtype, policy.reduce_dtype, policy.buffer_dtype) == (
+        torch.bfloat16,
+        torch.float32,
+        torch.bfloat16,
+    )
     assert Precision.from_names("float32", "float32").fsdp_mixed_precision() is None
     model, _ = load_policy(str(small_policy), dtype="float32", device=torch.device("cpu"))
     pushed = dict(iter_full_tensors(model, mixed.compute))  # what an in-memory engine receives

@@ -18,11 +18,20 @@ from mucode.train.store import StageStore
 
 
 def _records(n: int) -> list[TaskRecord]:
-    return [TaskRecord(prompt_id=f"p{i}", messages=[{"role": "user", "content": str(i)}], program="math",
-                       spec={"answer": i}) for i in range(n)]
+    return [
+        TaskRecord(
+            prompt_id=f"p{i}",
+            messages=[{"role": "user", "content": str(i)}],
+            program="math",
+            spec={"answer": i},
+        )
+        for i in range(n)
+    ]
 
 
-def _stage_prompts_reference(records: list[TaskRecord], stage: int, per_stage: int, seed: int) -> list[tuple[int, str]]:
+def _stage_prompts_reference(
+    records: list[TaskRecord], stage: int, per_stage: int, seed: int
+) -> list[tuple[int, str]]:
     """The original definition: one shuffle per slot (quadratic), kept here as the specification."""
     out = []
     for slot in range(per_stage):
@@ -55,14 +64,17 @@ def test_the_tiny_policy_context_is_read_from_its_config() -> None:
 
 def test_a_context_longer_than_the_model_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    cfg = load_config("tiny", [f"train.run_dir={run_dir}", "data.max_prompt_tokens=480",
-                               "rollout.max_response_tokens=64"])
+    cfg = load_config(
+        "tiny", [f"train.run_dir={run_dir}", "data.max_prompt_tokens=480", "rollout.max_response_tokens=64"]
+    )
     with pytest.raises(ConfigError, match=r"480 \+ 64 = 544 tokens, but tiny has 512 positions"):
         run_training(cfg)
     assert not run_dir.exists()
 
 
-def test_no_prompt_short_enough_is_refused_before_anything_is_written(small_policy: Path, tmp_path: Path) -> None:
+def test_no_prompt_short_enough_is_refused_before_anything_is_written(
+    small_policy: Path, tmp_path: Path
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     run_dir = tmp_path / "run"
     with pytest.raises(ConfigError, match="all 12 prompts are longer than data.max_prompt_tokens=3"):
@@ -79,8 +91,17 @@ def test_long_prompts_are_dropped_and_counted_and_resumes_keep_store_keys(
 ) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "parity", n=8)
     with data.open("a") as f:  # one prompt far over the limit
-        f.write(json.dumps({"id": "long", "messages": [{"role": "user", "content": "What is 1 + 1? " * 200}],
-                            "program": "parity", "spec": {}}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "id": "long",
+                    "messages": [{"role": "user", "content": "What is 1 + 1? " * 200}],
+                    "program": "parity",
+                    "spec": {},
+                }
+            )
+            + "\n"
+        )
     run_dir = tmp_path / "run"
     settings = dict(batch__num_stages=1, batch__updates_per_stage=4)  # 8 prompts per stage: every short one
     result = run_training(load_config(None, run_overrides(small_policy, data, run_dir, **settings)))
@@ -90,13 +111,18 @@ def test_long_prompts_are_dropped_and_counted_and_resumes_keep_store_keys(
     store = StageStore.open(run_dir / "stages" / "stage-0000")
     assert sorted({g.prompt_id for g in store.iter_groups()}) == sorted(f"t{i}" for i in range(8))
     assert json.loads((run_dir / "batch_plan.json").read_text())["data/dropped_long_prompts"] == 1
-    assert "prompts: 8 used, 1 dropped (longer than data.max_prompt_tokens)" in (run_dir / "summary.txt").read_text()
+    assert (
+        "prompts: 8 used, 1 dropped (longer than data.max_prompt_tokens)"
+        in (run_dir / "summary.txt").read_text()
+    )
 
     saved = (run_dir / "config.yaml").read_text()
-    for changed, key in [(dict(batch__prompts_per_update=4, batch__updates_per_stage=2), "batch.prompts_per_update: 2 → 4"),
-                         (dict(batch__samples_per_prompt=8), "batch.samples_per_prompt: 4 → 8"),
-                         (dict(data__limit=5), "data.limit: None → 5"),
-                         (dict(train__seed=1), "train.seed: 0 → 1")]:
+    for changed, key in [
+        (dict(batch__prompts_per_update=4, batch__updates_per_stage=2), "batch.prompts_per_update: 2 → 4"),
+        (dict(batch__samples_per_prompt=8), "batch.samples_per_prompt: 4 → 8"),
+        (dict(data__limit=5), "data.limit: None → 5"),
+        (dict(train__seed=1), "train.seed: 0 → 1"),
+    ]:
         cfg = load_config(None, run_overrides(small_policy, data, run_dir, **{**settings, **changed}))
         with pytest.raises(ResumeError, match="changes keys that shape the stage stores") as err:
             run_training(cfg, resume=True)

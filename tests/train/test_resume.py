@@ -30,8 +30,11 @@ def _updates(run_dir: Path) -> int:
 
 
 def _content(store: StageStore) -> list[tuple]:
-    return sorted((g.group_id, s.sample_index, tuple(s.response_tokens), s.reward, s.advantage)
-                  for g in store.iter_groups() for s in g.samples)
+    return sorted(
+        (g.group_id, s.sample_index, tuple(s.response_tokens), s.reward, s.advantage)
+        for g in store.iter_groups()
+        for s in g.samples
+    )
 
 
 KILL_AFTER = """
@@ -67,8 +70,13 @@ def test_killed_run_resumes_to_the_same_weights_without_regenerating(
     # lands does not depend on timing.
     run_dir = tmp_path / "killed"
     args = run_overrides(small_policy, data, run_dir, **settings)
-    killed = subprocess.run([sys.executable, "-c", KILL_AFTER, "9", *args], capture_output=True, text=True,
-                            env=os.environ.copy(), timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_AFTER, "9", *args],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-3000:]
     assert _updates(run_dir) == 9  # every finished update is logged before the kill
     assert (run_dir / "checkpoints" / "latest").read_text() == "update-00000008"  # update 9 must be replayed
@@ -87,7 +95,9 @@ def test_killed_run_resumes_to_the_same_weights_without_regenerating(
         run_training(load_config(None, run_overrides(small_policy, data, broken, **settings)), resume=True)
 
     # Resume through the CLI, as a user would.
-    done = subprocess.run(_cli([*args, "--resume"]), capture_output=True, text=True, env=os.environ.copy(), timeout=300)
+    done = subprocess.run(
+        _cli([*args, "--resume"]), capture_output=True, text=True, env=os.environ.copy(), timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming at stage 1, update 2/6 (global 8)" in done.stdout
 

@@ -14,8 +14,17 @@ def write_tasks(path: Path, program: str, n: int = 12) -> Path:
     """A mucode-schema jsonl of ``n`` short prompts scored by ``program``."""
     with path.open("w") as f:
         for i in range(n):
-            f.write(json.dumps({"id": f"t{i}", "messages": [{"role": "user", "content": f"What is {i} + {i}?"}],
-                                "program": program, "spec": {}}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"t{i}",
+                        "messages": [{"role": "user", "content": f"What is {i} + {i}?"}],
+                        "program": program,
+                        "spec": {},
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -54,13 +63,18 @@ def synthetic_groups(vocab: int, n_groups: int = 4, g: int = 4, seed: int = 0) -
         samples = []
         for i in range(g):
             length = rng.randint(1, 12)
-            samples.append(StoredSample(
-                prompt_id=f"p{gid}", sample_index=i,
-                prompt_tokens=[rng.randrange(vocab) for _ in range(rng.randint(3, 9))],
-                response_tokens=[rng.randrange(vocab) for _ in range(length)],
-                behaviour_logprobs=[-rng.uniform(3.0, 9.0) for _ in range(length)],  # off-policy data
-                reward=float(i % 2), status="correct" if i % 2 else "wrong_answer", masked=False,
-                advantage=rng.choice([-1.2, -0.4, 0.5, 1.1]),
-            ))
+            samples.append(
+                StoredSample(
+                    prompt_id=f"p{gid}",
+                    sample_index=i,
+                    prompt_tokens=[rng.randrange(vocab) for _ in range(rng.randint(3, 9))],
+                    response_tokens=[rng.randrange(vocab) for _ in range(length)],
+                    behaviour_logprobs=[-rng.uniform(3.0, 9.0) for _ in range(length)],  # off-policy data
+                    reward=float(i % 2),
+                    status="correct" if i % 2 else "wrong_answer",
+                    masked=False,
+                    advantage=rng.choice([-1.2, -0.4, 0.5, 1.1]),
+                )
+            )
         groups.append(StoredGroup(group_id=gid, prompt_id=f"p{gid}", samples=samples))
     return groups

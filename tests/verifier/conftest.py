@@ -17,6 +17,12 @@ LIMITS = {"max_items_per_request": 50, "max_request_bytes": 200_000}
 
 @pytest.fixture(scope="session")
 def math_url() -> Iterator[str]:
-    with local_verifier("local", programs=["math", "exact_match"], run_code=False, math_workers=2,
-                        math_timeout_s=2.0, **LIMITS) as url:
+    with local_verifier(
+        "local",
+        programs=["math", "exact_match"],
+        run_code=False,
+        math_workers=2,
+        math_timeout_s=2.0,
+        **LIMITS,
+    ) as url:
         yield url

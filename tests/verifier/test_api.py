@@ -18,7 +18,10 @@ MATH = [
 
 
 def _math_items() -> list[dict]:
-    return [{"id": f"m{i}", "program": "math", "response": r, "spec": {"answer": g}} for i, (g, r, _) in enumerate(MATH)]
+    return [
+        {"id": f"m{i}", "program": "math", "response": r, "spec": {"answer": g}}
+        for i, (g, r, _) in enumerate(MATH)
+    ]
 
 
 def test_math_batch(math_url: str) -> None:
@@ -32,7 +35,12 @@ def test_math_batch(math_url: str) -> None:
 
 def test_plugin_served_beside_builtins(math_url: str) -> None:
     items = [
-        {"id": "p0", "program": "exact_match", "response": "thinking...\nAnswer: Paris", "spec": {"answer": "paris"}},
+        {
+            "id": "p0",
+            "program": "exact_match",
+            "response": "thinking...\nAnswer: Paris",
+            "spec": {"answer": "paris"},
+        },
         {"id": "p1", "program": "exact_match", "response": "Answer: Lyon", "spec": {"answer": "Paris"}},
         *_math_items()[:1],
         {"id": "p2", "program": "exact_match", "response": "Paris", "spec": {"answer": "Paris"}},
@@ -43,7 +51,9 @@ def test_plugin_served_beside_builtins(math_url: str) -> None:
 
 def test_pathological_math_times_out_while_the_batch_is_verified(math_url: str) -> None:
     items = _math_items()
-    items.insert(2, {"id": "slow", "program": "math", "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "spec": {"answer": 1}})
+    items.insert(
+        2, {"id": "slow", "program": "math", "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "spec": {"answer": 1}}
+    )
     results = httpx.post(f"{math_url}/v1/verify", json={"items": items}, timeout=60).json()["results"]
     assert results[2]["status"] == "time_limit" and results[2]["reward"] == 0.0
     rest = results[:2] + results[3:]
@@ -64,8 +74,13 @@ def test_health_readiness_and_metrics(math_url: str) -> None:
     httpx.post(f"{math_url}/v1/verify", json={"items": _math_items()}, timeout=60)
     assert correct_count() == before + 3
     text = httpx.get(f"{math_url}/metrics").text
-    for name in ("verifier_item_seconds_bucket", "verifier_queue_depth", "verifier_items_in_flight",
-                 "verifier_math_workers", 'verifier_requests_total{code="200",endpoint="/v1/verify"}'):
+    for name in (
+        "verifier_item_seconds_bucket",
+        "verifier_queue_depth",
+        "verifier_items_in_flight",
+        "verifier_math_workers",
+        'verifier_requests_total{code="200",endpoint="/v1/verify"}',
+    ):
         assert name in text
 
 
@@ -89,9 +104,16 @@ def test_a_failed_start_stops_what_started_and_says_why() -> None:
     before = set(tree(os.getpid()))
     # The local sandbox starts (a jailed executor process), then the math workers cannot start
     # (1 MB of address space): the service must stop the sandbox again and report the failure.
-    with pytest.raises(RuntimeError, match="did not start"), local_verifier(
-        "local", programs=["math", "code"], math_workers=1, math_memory_limit_mb=1,
-        backend_options={"slots": 1, "uid_base": 62000}, start_timeout_s=120,
+    with (
+        pytest.raises(RuntimeError, match="did not start"),
+        local_verifier(
+            "local",
+            programs=["math", "code"],
+            math_workers=1,
+            math_memory_limit_mb=1,
+            backend_options={"slots": 1, "uid_base": 62000},
+            start_timeout_s=120,
+        ),
     ):
         pass
     deadline = time.monotonic() + 10

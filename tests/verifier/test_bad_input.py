@@ -24,12 +24,27 @@ def post(url: str, **kwargs) -> httpx.Response:
         (b'{"items": [', 400, "not valid JSON"),
         (b"[1, 2]", 422, "must be a JSON object"),
         (b'{"itemz": []}', 422, "items: Field required"),
-        (json.dumps({"items": [{"program": "math", "spec": {"answer": 1}}]}).encode(), 422, "items[0].response: Field required"),
-        (json.dumps({"items": [{**GOOD, "program": "chess"}]}).encode(), 422, "unknown reward program 'chess'; valid names: exact_match, math"),
-        (json.dumps({"items": [GOOD, {**GOOD, "spec": {}}]}).encode(), 422, "items[1].spec.answer: Field required"),
+        (
+            json.dumps({"items": [{"program": "math", "spec": {"answer": 1}}]}).encode(),
+            422,
+            "items[0].response: Field required",
+        ),
+        (
+            json.dumps({"items": [{**GOOD, "program": "chess"}]}).encode(),
+            422,
+            "unknown reward program 'chess'; valid names: exact_match, math",
+        ),
+        (
+            json.dumps({"items": [GOOD, {**GOOD, "spec": {}}]}).encode(),
+            422,
+            "items[1].spec.answer: Field required",
+        ),
         (json.dumps({"items": [{**GOOD, "spec": {"answer": True}}]}).encode(), 422, "boolean"),
-        (json.dumps({"items": [{**GOOD, "program": "exact_match", "spec": {"answer": ""}}]}).encode(), 422,
-         "items[0].spec.answer: String should have at least 1 character"),
+        (
+            json.dumps({"items": [{**GOOD, "program": "exact_match", "spec": {"answer": ""}}]}).encode(),
+            422,
+            "items[0].spec.answer: String should have at least 1 character",
+        ),
     ],
 )
 def test_bad_requests(math_url: str, body: bytes, code: int, needle: str) -> None:
@@ -75,9 +90,17 @@ def test_bearer_token() -> None:
             async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
                 codes = [
                     (await c.post("/v1/verify", json={"items": [item]})).status_code,
-                    (await c.post("/v1/verify", json={"items": [item]}, headers={"Authorization": "Bearer nope"})).status_code,
+                    (
+                        await c.post(
+                            "/v1/verify", json={"items": [item]}, headers={"Authorization": "Bearer nope"}
+                        )
+                    ).status_code,
                     (await c.get("/metrics")).status_code,
-                    (await c.post("/v1/verify", json={"items": [item]}, headers={"Authorization": "Bearer s3cret"})).status_code,
+                    (
+                        await c.post(
+                            "/v1/verify", json={"items": [item]}, headers={"Authorization": "Bearer s3cret"}
+                        )
+                    ).status_code,
                     (await c.get("/healthz")).status_code,
                 ]
                 r = await c.post("/v1/verify", json={"items": [item]})

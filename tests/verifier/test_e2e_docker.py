@@ -23,13 +23,19 @@ pytestmark = pytest.mark.docker
 BACKEND = {"containers": 2, "slots_per_container": 2, "health_interval_s": 1.0}
 
 STDIO_OK = "Sure.\n```python\na, b = map(int, input().split())\nprint(a + b)\n```"
-CALL_OK = "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n" \
-          "        for i, x in enumerate(nums):\n            if target - x in seen:\n" \
-          "                return [seen[target - x], i]\n            seen[x] = i\n```"
+CALL_OK = (
+    "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
+    "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+    "                return [seen[target - x], i]\n            seen[x] = i\n```"
+)
 ASSERT_OK = "```python\ndef is_even(n):\n    return n % 2 == 0\n```"
 STDIO_TESTS = {"format": "stdio", "inputs": ["1 2\n", "10 -3\n"], "outputs": ["3\n", "7\n"]}
-CALL_TESTS = {"format": "call", "fn_name": "twoSum", "inputs": ["[2, 7, 11, 15]\n9", "[3, 2, 4]\n6"],
-              "outputs": ["[0, 1]", "[1, 2]"]}
+CALL_TESTS = {
+    "format": "call",
+    "fn_name": "twoSum",
+    "inputs": ["[2, 7, 11, 15]\n9", "[3, 2, 4]\n6"],
+    "outputs": ["[0, 1]", "[1, 2]"],
+}
 ASSERT_TESTS = {"format": "assert", "assert_code": "assert is_even(2)\nassert not is_even(3)"}
 
 
@@ -43,10 +49,26 @@ def math(id_: str, response: str, answer) -> dict:
 
 def owned_containers() -> list[str]:
     """Sandbox containers started by this process (the backend labels them with its owner id)."""
-    out = subprocess.run(["docker", "ps", "-a", "--filter", "label=mucode.sandbox=1", "--format",
-                          '{{.Names}} {{.Label "mucode.sandbox.owner"}}'], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            "docker",
+            "ps",
+            "-a",
+            "--filter",
+            "label=mucode.sandbox=1",
+            "--format",
+            '{{.Names}} {{.Label "mucode.sandbox.owner"}}',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     mine = f"{os.getpid()}-"
-    return [line.split()[0] for line in out.stdout.splitlines() if line.split()[1:] and line.split()[1].startswith(mine)]
+    return [
+        line.split()[0]
+        for line in out.stdout.splitlines()
+        if line.split()[1:] and line.split()[1].startswith(mine)
+    ]
 
 
 def verify(url: str, items: list[dict], timeout: float = 120) -> list[dict]:
@@ -101,9 +123,18 @@ def test_code_in_all_three_formats(url: str) -> None:
         code("raw", "a, b = map(int, input().split())\nprint(a + b)", STDIO_TESTS, extract="none"),
     ]
     results = {r["id"]: r for r in verify(url, items)}
-    expected = {"stdio-ok": "correct", "stdio-wrong": "wrong_answer", "call-ok": "correct", "call-wrong": "wrong_answer",
-                "assert-ok": "correct", "assert-wrong": "wrong_answer", "crash": "runtime_error",
-                "slow": "time_limit", "no-code": "no_code", "raw": "correct"}
+    expected = {
+        "stdio-ok": "correct",
+        "stdio-wrong": "wrong_answer",
+        "call-ok": "correct",
+        "call-wrong": "wrong_answer",
+        "assert-ok": "correct",
+        "assert-wrong": "wrong_answer",
+        "crash": "runtime_error",
+        "slow": "time_limit",
+        "no-code": "no_code",
+        "raw": "correct",
+    }
     assert {k: r["status"] for k, r in results.items()} == expected
     assert all(r["reward"] == (1.0 if r["status"] == "correct" else 0.0) for r in results.values())
     assert len(results["stdio-ok"]["details"]["tests"]) == 2
@@ -141,7 +172,11 @@ def test_mixed_batch_is_verified_concurrently(url: str) -> None:
 
 
 def test_pathological_math_times_out_while_the_rest_is_verified(url: str) -> None:
-    items = [math("slow", "\\boxed{9^{9^{9^{9^{9}}}}}", 1), code("c", STDIO_OK, STDIO_TESTS), math("m", "\\boxed{2}", 2)]
+    items = [
+        math("slow", "\\boxed{9^{9^{9^{9^{9}}}}}", 1),
+        code("c", STDIO_OK, STDIO_TESTS),
+        math("m", "\\boxed{2}", 2),
+    ]
     assert [r["status"] for r in verify(url, items)] == ["time_limit", "correct", "correct"]
 
 
@@ -152,12 +187,15 @@ def verl_sandbox_fusion():
     import sys
 
     spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations, "verl is not installed (pip install 'mucode[verl]')"
+    assert spec is not None and spec.submodule_search_locations, (
+        "verl is not installed (pip install 'mucode[verl]')"
+    )
     pkg_dir = os.path.join(spec.submodule_search_locations[0], "utils", "reward_score", "sandbox_fusion")
     name = "_verl_sandbox_fusion"
     if name not in sys.modules:
-        sub = importlib.util.spec_from_file_location(name, os.path.join(pkg_dir, "__init__.py"),
-                                                     submodule_search_locations=[pkg_dir])
+        sub = importlib.util.spec_from_file_location(
+            name, os.path.join(pkg_dir, "__init__.py"), submodule_search_locations=[pkg_dir]
+        )
         assert sub is not None and sub.loader is not None
         module = importlib.util.module_from_spec(sub)
         sys.modules[name] = module
@@ -173,13 +211,17 @@ def test_run_code_drives_verls_sandbox_fusion_client(url: str) -> None:
     ok = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     score, meta = sandbox_fusion.compute_score(endpoint, None, 512, ok, json.dumps(STDIO_TESTS), timeout=5)
     assert score == 1.0, meta
-    score, meta = sandbox_fusion.compute_score(endpoint, None, 512, "```python\nprint(0)\n```", STDIO_TESTS, timeout=5)
+    score, meta = sandbox_fusion.compute_score(
+        endpoint, None, 512, "```python\nprint(0)\n```", STDIO_TESTS, timeout=5
+    )
     assert score == 0.0 and meta[0]["status"] == "wrong_answer"
-    score, meta = sandbox_fusion.compute_score(endpoint, None, 512, "```python\nwhile True: pass\n```",
-                                               STDIO_TESTS, timeout=1)
+    score, meta = sandbox_fusion.compute_score(
+        endpoint, None, 512, "```python\nwhile True: pass\n```", STDIO_TESTS, timeout=1
+    )
     assert score == 0.0 and meta[0]["status"] == "timeout"
-    score, meta = sandbox_fusion.compute_score(endpoint, None, 512, "```python\nimport sys\nsys.exit(4)\n```",
-                                               STDIO_TESTS, timeout=5)
+    score, meta = sandbox_fusion.compute_score(
+        endpoint, None, 512, "```python\nimport sys\nsys.exit(4)\n```", STDIO_TESTS, timeout=5
+    )
     assert score == 0.0 and meta[0]["status"] == "runtime_error" and meta[0]["exit_code"] == 4
     fn = "```python\ndef add(a, b):\n    return a + b\n```"
     calls = {"fn_name": "add", "inputs": ["1\n2", "5\n5"], "outputs": ["3", "10"]}
@@ -196,8 +238,10 @@ def test_bad_code_spec_is_422(url: str) -> None:
     bad = code("x", STDIO_OK, {"format": "call", "inputs": ["1"], "outputs": ["1"]})
     r = httpx.post(f"{url}/v1/verify", json={"items": [bad]})
     assert r.status_code == 422
-    assert r.json()["problems"] == ["items[0].spec.tests: Value error, format 'call' needs 'fn_name' "
-                                    "(the function or Solution method to call)"]
+    assert r.json()["problems"] == [
+        "items[0].spec.tests: Value error, format 'call' needs 'fn_name' "
+        "(the function or Solution method to call)"
+    ]
 
 
 def test_killed_container_jobs_are_rerun_and_the_pool_recovers(url: str) -> None:
@@ -230,12 +274,14 @@ def test_killed_container_jobs_are_rerun_and_the_pool_recovers(url: str) -> None
 def test_clean_restart_leaves_nothing_behind(url: str) -> None:
     # A second service in the same process: it starts, works, and removes its own containers on exit.
     before = set(owned_containers())
-    with local_verifier("docker", backend_options={"containers": 1, "slots_per_container": 1},
-                        programs=["code"]) as second:
+    with local_verifier(
+        "docker", backend_options={"containers": 1, "slots_per_container": 1}, programs=["code"]
+    ) as second:
         assert len(set(owned_containers()) - before) == 1
         assert verify(second, [code("a", STDIO_OK, STDIO_TESTS)])[0]["status"] == "correct"
     assert set(owned_containers()) == before
-    with local_verifier("docker", backend_options={"containers": 1, "slots_per_container": 1},
-                        programs=["code"]) as third:
+    with local_verifier(
+        "docker", backend_options={"containers": 1, "slots_per_container": 1}, programs=["code"]
+    ) as third:
         assert verify(third, [code("b", STDIO_OK, STDIO_TESTS)])[0]["status"] == "correct"
     assert set(owned_containers()) == before

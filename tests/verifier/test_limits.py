@@ -24,7 +24,12 @@ OK = "```python\nprint(sum(map(int, input().split())))\n```"
 
 
 def _code(id_: str, response: str, **spec: object) -> dict:
-    return {"id": id_, "program": "code", "response": response, "spec": {"tests": ADD, "time_limit_s": 20, **spec}}
+    return {
+        "id": id_,
+        "program": "code",
+        "response": response,
+        "spec": {"tests": ADD, "time_limit_s": 20, **spec},
+    }
 
 
 def _metric(url: str, name: str, labels: str = "") -> float:
@@ -55,24 +60,40 @@ def _read_request(conn: socket.socket) -> None:
 
 def _raw(url: str, path: str, obj: object) -> httpx.Response:
     """POST with ASCII JSON escapes, so lone surrogates travel as ``\\udXXX`` (valid JSON text)."""
-    return httpx.post(f"{url}{path}", content=json.dumps(obj).encode(), timeout=60,
-                      headers={"content-type": "application/json"})
+    return httpx.post(
+        f"{url}{path}",
+        content=json.dumps(obj).encode(),
+        timeout=60,
+        headers={"content-type": "application/json"},
+    )
 
 
 @pytest.fixture(scope="module")
 def small_url() -> Iterator[str]:
     """One scoring slot, one waiting place: the third concurrent piece of work is refused."""
-    with local_verifier("local", programs=["code"], run_code=True, max_concurrent_items=1, max_queued_items=1,
-                        max_items_per_request=1, retry_after_s=3,
-                        backend_options={"slots": 1, "uid_base": 63100}) as url:
+    with local_verifier(
+        "local",
+        programs=["code"],
+        run_code=True,
+        max_concurrent_items=1,
+        max_queued_items=1,
+        max_items_per_request=1,
+        retry_after_s=3,
+        backend_options={"slots": 1, "uid_base": 63100},
+    ) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
 def hasty_url() -> Iterator[str]:
     """A 2 s outer limit per request."""
-    with local_verifier("local", programs=["code"], run_code=True, request_timeout_s=2.0,
-                        backend_options={"slots": 1, "uid_base": 63200}) as url:
+    with local_verifier(
+        "local",
+        programs=["code"],
+        run_code=True,
+        request_timeout_s=2.0,
+        backend_options={"slots": 1, "uid_base": 63200},
+    ) as url:
         yield url
 
 
@@ -81,7 +102,10 @@ def test_full_queue_is_429_with_retry_after(small_url: str) -> None:
 
     def send(name: str) -> threading.Thread:
         def run() -> None:
-            answers[name] = httpx.post(f"{small_url}/v1/verify", json={"items": [_code(name, SLOW)]}, timeout=120)
+            answers[name] = httpx.post(
+                f"{small_url}/v1/verify", json={"items": [_code(name, SLOW)]}, timeout=120
+            )
+
         t = threading.Thread(target=run)
         t.start()
         return t
@@ -121,7 +145,9 @@ def test_a_request_past_its_outer_limit_is_an_infrastructure_status(hasty_url: s
 
 
 def test_run_code_past_its_outer_limit_is_504_with_retry_after(hasty_url: str) -> None:
-    r = httpx.post(f"{hasty_url}/run_code", json={"code": "while True:\n    pass\n", "run_timeout": 30}, timeout=120)
+    r = httpx.post(
+        f"{hasty_url}/run_code", json={"code": "while True:\n    pass\n", "run_timeout": 30}, timeout=120
+    )
     assert r.status_code == 504, r.text
     assert r.headers["retry-after"] == "2"
     assert "MUCODE_REQUEST_TIMEOUT_S" in r.json()["error"]
@@ -130,8 +156,9 @@ def test_run_code_past_its_outer_limit_is_504_with_retry_after(hasty_url: str) -
 def test_the_service_answers_before_the_client_gives_up() -> None:
     """The client says how long it waits; the service (900 s limit) answers first, with verifier_error
     for the unfinished item, instead of working on for a client that has already re-sent it."""
-    with local_verifier("local", programs=["code"], run_code=False,
-                        backend_options={"slots": 1, "uid_base": 63400}) as url:
+    with local_verifier(
+        "local", programs=["code"], run_code=False, backend_options={"slots": 1, "uid_base": 63400}
+    ) as url:
         client = VerifierSession(url, timeout_s=10, retries=0)
         try:
             (result,) = client.verify([_code("spin", SPIN)])
@@ -152,7 +179,9 @@ def test_every_client_send_has_an_outer_limit() -> None:
         conn, _ = server.accept()
         with conn:
             _read_request(conn)
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n")
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"
+            )
             while not stop.wait(0.2):
                 try:
                     conn.sendall(b" ")
@@ -184,8 +213,10 @@ def test_a_200_that_is_not_the_services_answer_is_an_infrastructure_error() -> N
             conn, _ = server.accept()
             with conn:
                 _read_request(conn)
-                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nconnection: close\r\n"
-                             b"content-length: %d\r\n\r\n%s" % (len(page), page))
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nconnection: close\r\n"
+                    b"content-length: %d\r\n\r\n%s" % (len(page), page)
+                )
 
     thread = threading.Thread(target=answer, daemon=True)
     thread.start()
@@ -201,15 +232,41 @@ def test_a_200_that_is_not_the_services_answer_is_an_infrastructure_error() -> N
 
 
 MALFORMED_ITEMS = [
-    ({"id": "a\ud800", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}, "items[0].id", "lone surrogate"),
-    ({"program": "math", "response": "\\boxed{1}\udc00", "spec": {"answer": 1}}, "items[0].response", "lone surrogate"),
-    ({"program": "math", "response": "\\boxed{1}", "spec": {"answer": "1\ud83d"}}, "items[0].spec.answer", "lone surrogate"),
-    ({"program": "math", "response": "1", "spec": {"answer": 1, "k\udc00": 1}}, "items[0].spec.'k\\udc00'", "lone surrogate"),
-    ({"program": "math", "response": "1", "spec": {"answer": 1}, "meta\ud800": 1}, "items[0]", "unicode string"),
-    ({"program": "math", "response": "1", "spec": {"answer": float("nan")}}, "items[0].spec.answer",
-     "nan is not a JSON number"),
-    ({"program": "math", "response": "1", "spec": {"answer": 1, "w": [float("-inf")]}}, "items[0].spec.w[0]",
-     "-inf is not a JSON number"),
+    (
+        {"id": "a\ud800", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}},
+        "items[0].id",
+        "lone surrogate",
+    ),
+    (
+        {"program": "math", "response": "\\boxed{1}\udc00", "spec": {"answer": 1}},
+        "items[0].response",
+        "lone surrogate",
+    ),
+    (
+        {"program": "math", "response": "\\boxed{1}", "spec": {"answer": "1\ud83d"}},
+        "items[0].spec.answer",
+        "lone surrogate",
+    ),
+    (
+        {"program": "math", "response": "1", "spec": {"answer": 1, "k\udc00": 1}},
+        "items[0].spec.'k\\udc00'",
+        "lone surrogate",
+    ),
+    (
+        {"program": "math", "response": "1", "spec": {"answer": 1}, "meta\ud800": 1},
+        "items[0]",
+        "unicode string",
+    ),
+    (
+        {"program": "math", "response": "1", "spec": {"answer": float("nan")}},
+        "items[0].spec.answer",
+        "nan is not a JSON number",
+    ),
+    (
+        {"program": "math", "response": "1", "spec": {"answer": 1, "w": [float("-inf")]}},
+        "items[0].spec.w[0]",
+        "-inf is not a JSON number",
+    ),
 ]
 
 
@@ -224,11 +281,19 @@ def test_malformed_values_are_422_before_any_work(math_url: str, item: dict, whe
 
 def test_lone_surrogates_in_stdin_and_tests_are_422(small_url: str) -> None:
     tests = {"format": "stdio", "inputs": ["1 2\ud800\n"], "outputs": ["3\n"]}
-    r = _raw(small_url, "/v1/verify", {"items": [{"program": "code", "response": OK, "spec": {"tests": tests}}]})
+    r = _raw(
+        small_url, "/v1/verify", {"items": [{"program": "code", "response": OK, "spec": {"tests": tests}}]}
+    )
     assert r.status_code == 422 and "items[0].spec.tests.inputs[0]: contains a lone surrogate" in r.text
     shared = {"format": "stdio", "inputs": ["1\n"], "outputs": ["\udbff"]}
-    r = _raw(small_url, "/v1/verify", {"test_sets": {"k": shared},
-                                       "items": [{"program": "code", "response": OK, "spec": {"tests": {"ref": "k"}}}]})
+    r = _raw(
+        small_url,
+        "/v1/verify",
+        {
+            "test_sets": {"k": shared},
+            "items": [{"program": "code", "response": OK, "spec": {"tests": {"ref": "k"}}}],
+        },
+    )
     assert r.status_code == 422 and "test_sets.k.outputs[0]: contains a lone surrogate" in r.text
     r = _raw(small_url, "/run_code", {"code": "print(input())", "stdin": "x\udfff"})
     assert r.status_code == 422 and "stdin: contains a lone surrogate" in r.text
@@ -254,8 +319,11 @@ def test_code_extraction_runs_off_the_event_loop(small_url: str, monkeypatch: py
     monkeypatch.setitem(extract.EXTRACTORS._items, "last_fence", held)  # noqa: SLF001 - a probe in the real slot
     answers: list[httpx.Response] = []
     adversarial = OK + "\n" + "```python\n" * 100_000  # the program, then 1 MB of unterminated fences
-    worker = threading.Thread(target=lambda: answers.append(httpx.post(
-        f"{small_url}/v1/verify", json={"items": [_code("held", adversarial)]}, timeout=120)))
+    worker = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(f"{small_url}/v1/verify", json={"items": [_code("held", adversarial)]}, timeout=120)
+        )
+    )
     worker.start()
     try:
         assert started.wait(60), "the item never reached extraction"

@@ -38,10 +38,18 @@ def _free_port() -> int:
 def test_fixed_rate_load_no_errors_flat_memory() -> None:
     port = _free_port()
     mucode = shutil.which("mucode", path=str(Path(sys.executable).parent)) or "mucode"
-    env = {**os.environ, "MUCODE_MATH_WORKERS": "2", "MUCODE_BACKEND_OPTIONS": json.dumps(
-        {"containers": 2, "slots_per_container": 2})}
-    proc = subprocess.Popen([mucode, "serve", "--backend", "docker", "--port", str(port), "--log-level", "info"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {
+        **os.environ,
+        "MUCODE_MATH_WORKERS": "2",
+        "MUCODE_BACKEND_OPTIONS": json.dumps({"containers": 2, "slots_per_container": 2}),
+    }
+    proc = subprocess.Popen(
+        [mucode, "serve", "--backend", "docker", "--port", str(port), "--log-level", "info"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300  # image start-up on a loaded machine
@@ -55,18 +63,39 @@ def test_fixed_rate_load_no_errors_flat_memory() -> None:
             assert time.monotonic() < deadline, "mucode serve did not become ready"
             time.sleep(0.3)
 
-        warm = asyncio.run(run_load(url, mixed_batch, rate_per_s=RATE, duration_s=WARMUP_S, check=wanted,
-                                    timeout_s=REQUEST_TIMEOUT_S))
+        warm = asyncio.run(
+            run_load(
+                url,
+                mixed_batch,
+                rate_per_s=RATE,
+                duration_s=WARMUP_S,
+                check=wanted,
+                timeout_s=REQUEST_TIMEOUT_S,
+            )
+        )
         assert not warm.errors, warm.errors[:5]
-        report = asyncio.run(run_load(url, mixed_batch, rate_per_s=RATE, duration_s=MEASURE_S, check=wanted,
-                                      server_pid=proc.pid, timeout_s=REQUEST_TIMEOUT_S))
+        report = asyncio.run(
+            run_load(
+                url,
+                mixed_batch,
+                rate_per_s=RATE,
+                duration_s=MEASURE_S,
+                check=wanted,
+                server_pid=proc.pid,
+                timeout_s=REQUEST_TIMEOUT_S,
+            )
+        )
         print(report.summary())  # throughput and latency: figures, not asserted
         assert not report.errors, report.errors[:5]  # no HTTP error, no transport failure, no wrong status
-        assert report.requests > 0 and report.items == 4 * report.requests  # every item of every request answered
+        assert (
+            report.requests > 0 and report.items == 4 * report.requests
+        )  # every item of every request answered
         assert len(report.rss_mb) >= 6, report.rss_mb
         early = sum(report.rss_mb[:3]) / 3
         late = sum(report.rss_mb[-3:]) / 3
-        assert late - early < max(25.0, 0.1 * early), f"memory grew {early:.0f} -> {late:.0f} MB: {report.rss_mb}"
+        assert late - early < max(25.0, 0.1 * early), (
+            f"memory grew {early:.0f} -> {late:.0f} MB: {report.rss_mb}"
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -79,6 +108,20 @@ def test_fixed_rate_load_no_errors_flat_memory() -> None:
         proc.stdout.close()
     # uvicorn re-raises the signal after a graceful shutdown, so the exit status is -SIGTERM.
     assert code in (0, -signal.SIGTERM) and "Application shutdown complete" in log, log[-2000:]
-    left = subprocess.run(["docker", "ps", "-a", "--filter", "label=mucode.sandbox=1", "--format",
-                           '{{.Label "mucode.sandbox.owner"}}'], capture_output=True, text=True, check=True).stdout
-    assert not [o for o in left.split() if o.startswith(f"{proc.pid}-")], "containers left behind after SIGTERM"
+    left = subprocess.run(
+        [
+            "docker",
+            "ps",
+            "-a",
+            "--filter",
+            "label=mucode.sandbox=1",
+            "--format",
+            '{{.Label "mucode.sandbox.owner"}}',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert not [o for o in left.split() if o.startswith(f"{proc.pid}-")], (
+        "containers left behind after SIGTERM"
+    )

@@ -22,20 +22,34 @@ GOOD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    rules = [{"contains": "print(a + b)", "verdict": "correct"},
-             {"contains": "while True", "verdict": "sandbox_error"}]  # the sandbox failing on this one
-    with local_verifier("fake", programs=["math", "code", "exact_match"], math_workers=1,
-                        backend_options={"rules": rules, "default": "wrong_answer"}) as base:
+    rules = [
+        {"contains": "print(a + b)", "verdict": "correct"},
+        {"contains": "while True", "verdict": "sandbox_error"},
+    ]  # the sandbox failing on this one
+    with local_verifier(
+        "fake",
+        programs=["math", "code", "exact_match"],
+        math_workers=1,
+        backend_options={"rules": rules, "default": "wrong_answer"},
+    ) as base:
         yield base
 
 
 def test_mixed_request_in_openrlhfs_shape(url: str) -> None:
-    prompts = ["<|user|>What is 1/2?<|assistant|>", "<|user|>Add.<|assistant|>", "<|user|>Add.<|assistant|>",
-               "<|user|>Say hi<|assistant|>"]
+    prompts = [
+        "<|user|>What is 1/2?<|assistant|>",
+        "<|user|>Add.<|assistant|>",
+        "<|user|>Add.<|assistant|>",
+        "<|user|>Say hi<|assistant|>",
+    ]
     responses = ["It is \\boxed{0.5}", GOOD, "```python\nprint(0)\n```", "Answer: hi"]
     labels = ["\\frac{1}{2}", ADD, ADD, json.dumps({"program": "exact_match", "spec": {"answer": "hi"}})]
-    body = {"query": [p + r for p, r in zip(prompts, responses, strict=True)], "prompts": prompts, "labels": labels,
-            "metas": [{}] * 4}  # newer OpenRLHF clients send metas; ignored
+    body = {
+        "query": [p + r for p, r in zip(prompts, responses, strict=True)],
+        "prompts": prompts,
+        "labels": labels,
+        "metas": [{}] * 4,
+    }  # newer OpenRLHF clients send metas; ignored
     r = httpx.post(f"{url}/openrlhf/reward", json=body, timeout=120)
     assert r.status_code == 200, r.text
     out = r.json()
@@ -46,8 +60,11 @@ def test_mixed_request_in_openrlhfs_shape(url: str) -> None:
 def test_the_prompt_is_stripped_before_scoring(url: str) -> None:
     """A \\boxed{} in the prompt must not count: only the response after it is the answer."""
     prompt = "Example: \\boxed{7}. What is 3 + 4?"
-    r = httpx.post(f"{url}/openrlhf/reward", json={"query": [prompt + " I don't know."], "prompts": [prompt],
-                                                    "labels": ["7"]}, timeout=60)
+    r = httpx.post(
+        f"{url}/openrlhf/reward",
+        json={"query": [prompt + " I don't know."], "prompts": [prompt], "labels": ["7"]},
+        timeout=60,
+    )
     assert r.status_code == 200 and r.json()["rewards"] == [0.0]
 
 
@@ -60,6 +77,10 @@ def test_an_infrastructure_failure_is_a_503_not_a_zero(url: str) -> None:
     """A code item with an infrastructure status (here the sandbox's) is not a 0: the route refuses to score it."""
     spin = "```python\nwhile True:\n    pass\n```"
     slow = json.dumps({"tests": {"format": "stdio", "inputs": ["\n"], "outputs": ["\n"]}, "time_limit_s": 5})
-    r = httpx.post(f"{url}/openrlhf/reward", json={"query": [spin], "prompts": [""], "labels": [slow]},
-                   headers={"X-Mucode-Timeout-S": "3"}, timeout=60)
+    r = httpx.post(
+        f"{url}/openrlhf/reward",
+        json={"query": [spin], "prompts": [""], "labels": [slow]},
+        headers={"X-Mucode-Timeout-S": "3"},
+        timeout=60,
+    )
     assert r.status_code == 503 and "could not be scored" in r.text

@@ -40,16 +40,18 @@ def _code(id_: str, response: str, tests: dict) -> dict:
 
 def _requests(url: str, code: str) -> float:
     text = httpx.get(f"{url}/metrics").text
-    m = re.search(rf'^verifier_requests_total\{{code="{code}",endpoint="/v1/verify"\}} (\S+)$', text, re.M) or \
-        re.search(rf'^verifier_requests_total\{{endpoint="/v1/verify",code="{code}"\}} (\S+)$', text, re.M)
+    m = re.search(
+        rf'^verifier_requests_total\{{code="{code}",endpoint="/v1/verify"\}} (\S+)$', text, re.M
+    ) or re.search(rf'^verifier_requests_total\{{endpoint="/v1/verify",code="{code}"\}} (\S+)$', text, re.M)
     return float(m.group(1)) if m else 0.0
 
 
 @pytest.fixture(scope="module")
 def code_url() -> Iterator[str]:
     """The code program on the local sandbox backend, with the service's default request cap."""
-    with local_verifier("local", programs=["code"], run_code=False,
-                        backend_options={"slots": 2, "uid_base": 63000}) as url:
+    with local_verifier(
+        "local", programs=["code"], run_code=False, backend_options={"slots": 2, "uid_base": 63000}
+    ) as url:
         yield url
 
 
@@ -78,7 +80,11 @@ def test_problems_over_the_default_cap_together_split_by_bytes(code_url: str) ->
     """Six 12 MB problems (72 MB of distinct tests) in one call: over the default 64 MiB cap even with
     each test set sent once, so the client needs two requests; results come back in order."""
     problems = [_big_tests(12 * 1024 * 1024, 12, salt=c) for c in "abcdef"]
-    items = [_code(f"p{p}s{s}", CORRECT if (p, s) == (3, 1) else WRONG, problems[p]) for s in range(3) for p in range(6)]
+    items = [
+        _code(f"p{p}s{s}", CORRECT if (p, s) == (3, 1) else WRONG, problems[p])
+        for s in range(3)
+        for p in range(6)
+    ]
     before = _requests(code_url, "200")
     client = VerifierSession(code_url, retries=0)
     try:
@@ -87,14 +93,17 @@ def test_problems_over_the_default_cap_together_split_by_bytes(code_url: str) ->
         client.close()
     assert [r.id for r in results] == [it["id"] for it in items]
     assert [r.status for r in results] == [
-        "correct" if (p, s) == (3, 1) else "wrong_answer" for s in range(3) for p in range(6)]
+        "correct" if (p, s) == (3, 1) else "wrong_answer" for s in range(3) for p in range(6)
+    ]
     assert _requests(code_url, "200") - before == 2
     assert _requests(code_url, "413") == 0
 
 
 def test_interleaved_problems_far_over_the_cap_split_in_order(code_url: str) -> None:
     problems = [_big_tests(1_000_000, 4, salt=c) for c in "abcd"]
-    items = [_code(f"p{p}s{s}", CORRECT if (p + s) % 2 else WRONG, problems[p]) for s in range(3) for p in range(4)]
+    items = [
+        _code(f"p{p}s{s}", CORRECT if (p + s) % 2 else WRONG, problems[p]) for s in range(3) for p in range(4)
+    ]
     cap = 1_500_000  # one problem's tests fit in a request, two do not; all 12 items need >12 MB inlined
     before = _requests(code_url, "200")
     client = VerifierSession(code_url, max_request_bytes=cap, retries=0)
@@ -104,7 +113,8 @@ def test_interleaved_problems_far_over_the_cap_split_in_order(code_url: str) -> 
         client.close()
     assert [r.id for r in results] == [it["id"] for it in items]
     assert [r.status for r in results] == [
-        "correct" if (p + s) % 2 else "wrong_answer" for s in range(3) for p in range(4)]
+        "correct" if (p + s) % 2 else "wrong_answer" for s in range(3) for p in range(4)
+    ]
     assert _requests(code_url, "200") - before == 4  # one request per problem: each test set sent once
 
     prepared = prepare(items)
@@ -115,8 +125,15 @@ def test_interleaved_problems_far_over_the_cap_split_in_order(code_url: str) -> 
 
 def test_math_batch_far_over_the_cap_is_cut_by_bytes(math_url: str) -> None:
     """The conftest service refuses bodies over 200 kB; 60 items of ~10 kB each are split to fit."""
-    items = [{"id": str(i), "program": "math", "response": "x" * 10_000 + f"\\boxed{{{i % 3}}}",
-              "spec": {"answer": "1"}} for i in range(60)]
+    items = [
+        {
+            "id": str(i),
+            "program": "math",
+            "response": "x" * 10_000 + f"\\boxed{{{i % 3}}}",
+            "spec": {"answer": "1"},
+        }
+        for i in range(60)
+    ]
     before = _requests(math_url, "200")
     client = VerifierSession(math_url, max_request_bytes=200_000, retries=0)
     try:
@@ -135,8 +152,11 @@ def test_an_item_too_large_for_any_request_raises_before_sending() -> None:
     client = VerifierSession(url, max_request_bytes=1_000_000, retries=0)
     items = [_code("ok", WRONG, _big_tests(10_000, 2)), _code("huge", WRONG, _big_tests(2_000_000, 2))]
     try:
-        with pytest.raises(RequestTooLargeError, match=r"item 1 \(id 'huge'\).*over the request cap of 1000000 "
-                                                       r"bytes: raise MUCODE_MAX_REQUEST_BYTES.*max_request_bytes"):
+        with pytest.raises(
+            RequestTooLargeError,
+            match=r"item 1 \(id 'huge'\).*over the request cap of 1000000 "
+            r"bytes: raise MUCODE_MAX_REQUEST_BYTES.*max_request_bytes",
+        ):
             client.verify(items)
     finally:
         client.close()
@@ -174,7 +194,11 @@ def test_the_openapi_example_and_its_key(code_url: str) -> None:
     ("test_sets", "ref", "needle"),
     [
         ({}, "f" * 64, "items[0].spec.tests.ref: unknown test set"),
-        ({"0" * 64: _SHARED_TESTS}, "0" * 64, f"key is not the SHA-256 of the object's canonical JSON (that is {_SHARED_KEY})"),
+        (
+            {"0" * 64: _SHARED_TESTS},
+            "0" * 64,
+            f"key is not the SHA-256 of the object's canonical JSON (that is {_SHARED_KEY})",
+        ),
         ({_SHARED_KEY: _SHARED_TESTS}, 7, "unknown test set 7"),
     ],
 )
@@ -188,8 +212,15 @@ def test_bad_refs_are_422_before_any_work(math_url: str, test_sets: dict, ref: o
 def test_the_client_learns_smaller_caps_from_a_413(math_url: str) -> None:
     """The conftest service takes 50 items and 200 kB per request; the client starts at 64 items and
     64 MiB, gets a 413 with the service's caps, and cuts below them: nothing fails, order kept."""
-    items = [{"id": str(i), "program": "math", "response": "y" * 5_000 + f"\\boxed{{{i % 2}}}",
-              "spec": {"answer": "1"}} for i in range(130)]
+    items = [
+        {
+            "id": str(i),
+            "program": "math",
+            "response": "y" * 5_000 + f"\\boxed{{{i % 2}}}",
+            "spec": {"answer": "1"},
+        }
+        for i in range(130)
+    ]
     small = [{**item, "response": f"\\boxed{{{i % 2}}}"} for i, item in enumerate(items)]
     session = VerifierSession(math_url, retries=0)
     client = session.client
@@ -204,7 +235,9 @@ def test_the_client_learns_smaller_caps_from_a_413(math_url: str) -> None:
     for got in (results, results_small):
         assert [r.id for r in got] == [str(i) for i in range(130)]
         assert [r.status for r in got] == ["correct" if i % 2 else "wrong_answer" for i in range(130)]
-    assert session.stats.sends == 260  # the sends refused with a 413 (cut again) are not counted as the items'
+    assert (
+        session.stats.sends == 260
+    )  # the sends refused with a 413 (cut again) are not counted as the items'
 
 
 class _Spec:
@@ -225,8 +258,10 @@ def test_bodies_are_exactly_their_announced_length_and_resolve_to_the_items() ->
 
     rng = random.Random(7)
     problems = [_big_tests(rng.randint(10, 5_000), rng.randint(1, 4), salt=c) for c in "pqrstu"]
-    items = [_code(f"i{k}", "é" * rng.randint(0, 3000) if k % 3 else WRONG, problems[rng.randrange(6)])
-             for k in range(60)]
+    items = [
+        _code(f"i{k}", "é" * rng.randint(0, 3000) if k % 3 else WRONG, problems[rng.randrange(6)])
+        for k in range(60)
+    ]
     items += [{"id": "m", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}]
     prepared = prepare(items)
 

@@ -69,8 +69,8 @@ EVALPLUS_DATASETS: dict[str, tuple[str, str]] = {
 }
 """Data set → (evalplus module, its override variable)."""
 
-INSTRUCTION_PREFIX = "Please provide a self-contained Python script that solves the following problem in a markdown code block:"
-RESPONSE_PREFIX = "Below is a Python script with a self-contained function that solves the problem and passes corresponding tests:"
+INSTRUCTION_PREFIX = "Please provide a self-contained Python script that solves the following problem in a markdown code block:"  # noqa: E501
+RESPONSE_PREFIX = "Below is a Python script with a self-contained function that solves the problem and passes corresponding tests:"  # noqa: E501
 DEFAULT_MIN_TIME_LIMIT = 1.0
 DEFAULT_GT_TIME_LIMIT_FACTOR = 4.0
 EVALPLUS_TASK_TIMEOUT_S = 60.0
@@ -389,11 +389,19 @@ def _evaluate_one(
     )
 
 
-def evaluate_evalplus_names(names: list[str], source: EngineSource, data_dir: Path | None, protocol: Protocol,
-                            n: int | None, **kw: Any) -> dict[str, Any]:
+def evaluate_evalplus_names(
+    names: list[str],
+    source: EngineSource,
+    data_dir: Path | None,
+    protocol: Protocol,
+    n: int | None,
+    **kw: Any,
+) -> dict[str, Any]:
     """The benchmark registry's evaluator of evalplus names (`humaneval`, `mbpp`)."""
     files = {"humaneval": "HumanEvalPlus.jsonl", "mbpp": "MbppPlus.jsonl"}
-    overrides = {d: data_dir / f for d, f in files.items() if data_dir is not None and (data_dir / f).is_file()}
+    overrides = {
+        d: data_dir / f for d, f in files.items() if data_dir is not None and (data_dir / f).is_file()
+    }
     counts = {n or protocol.samples_for(name) for name in names}
     if len(counts) != 1:
         raise ValueError(f"evalplus data sets {names} need one sample count; pass samples_per_problem")

@@ -217,12 +217,20 @@ def evaluate_livecodebench(
         )
 
 
-def evaluate_livecodebench_names(names: list[str], source: EngineSource, data_dir: Path | None,
-                                 protocol: Protocol, n: int | None, **kw: Any) -> dict[str, Any]:
+def evaluate_livecodebench_names(
+    names: list[str],
+    source: EngineSource,
+    data_dir: Path | None,
+    protocol: Protocol,
+    n: int | None,
+    **kw: Any,
+) -> dict[str, Any]:
     """The benchmark registry's evaluator of LiveCodeBench names (`livecodebench[_<release>]`)."""
     local = None
     if data_dir is not None:
-        local = next((d for d in (data_dir / "livecodebench", data_dir) if (d / "test.jsonl").is_file()), None)
+        local = next(
+            (d for d in (data_dir / "livecodebench", data_dir) if (d / "test.jsonl").is_file()), None
+        )
     report: dict[str, Any] = {}
     for name in names:
         release = name.removeprefix("livecodebench").removeprefix("_") or protocol.release or "release_latest"

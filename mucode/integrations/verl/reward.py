@@ -39,7 +39,8 @@ def _session(extra_info: dict[str, Any] | None) -> VerifierSession:
     url = (extra_info or {}).get("verifier_url") or os.environ.get("MUCODE_VERIFIER_URL")
     if not url:
         raise VerifierUnavailableError(
-            "no verifier URL: set MUCODE_VERIFIER_URL=http://host:port (start one with `mucode serve`)")
+            "no verifier URL: set MUCODE_VERIFIER_URL=http://host:port (start one with `mucode serve`)"
+        )
     token = os.environ.get("MUCODE_VERIFIER_TOKEN")
     key = (str(url), token)
     with _lock:
@@ -59,22 +60,38 @@ def close() -> None:
 
 
 def _verl_score(result: Result) -> dict[str, Any]:
-    return {"score": float(result.reward), "acc": result.status is Status.correct, "status": result.status.value}
+    return {
+        "score": float(result.reward),
+        "acc": result.status is Status.correct,
+        "status": result.status.value,
+    }
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
-                  **kwargs: Any) -> dict[str, Any]:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """verl's per-sample reward function signature."""
     item = to_item(data_source, solution_str, ground_truth, extra_info)
     (result,) = _session(extra_info).verify([item], strict=True)
     return _verl_score(result)
 
 
-def compute_score_batch(data_sources: list[str], solution_strs: list[str], ground_truths: list[Any],
-                        extra_infos: list[dict[str, Any] | None], **kwargs: Any) -> list[dict[str, Any]]:
+def compute_score_batch(
+    data_sources: list[str],
+    solution_strs: list[str],
+    ground_truths: list[Any],
+    extra_infos: list[dict[str, Any] | None],
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
     """verl's BatchRewardManager signature: one round trip per batch instead of per sample."""
-    items = [to_item(d, s, g, e) for d, s, g, e in zip(data_sources, solution_strs, ground_truths, extra_infos,
-                                                       strict=True)]
+    items = [
+        to_item(d, s, g, e)
+        for d, s, g, e in zip(data_sources, solution_strs, ground_truths, extra_infos, strict=True)
+    ]
     if not items:
         return []
     return [_verl_score(r) for r in _session(extra_infos[0]).verify(items, strict=True)]

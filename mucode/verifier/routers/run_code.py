@@ -34,8 +34,12 @@ router = APIRouter(tags=["sandboxfusion"])
 _DEFAULT_MEMORY_MB = 1024
 
 
-@router.post("/run_code", response_model=RunCodeResponse, dependencies=[Authorized],
-             responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 503, 504)})
+@router.post(
+    "/run_code",
+    response_model=RunCodeResponse,
+    dependencies=[Authorized],
+    responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 503, 504)},
+)
 async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeResponse:
     """Runs one program with one stdin and returns its exit status and output (no checking)."""
 
@@ -47,34 +51,54 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
     for name in ("run_timeout", "cpu_timeout"):
         value = getattr(request, name)
         if value is not None and value > verifier.settings.run_code_max_timeout_s:
-            problems.append(f"{name}: {value} s is over the limit of "
-                            f"{verifier.settings.run_code_max_timeout_s} s (MUCODE_RUN_CODE_MAX_TIMEOUT_S)")
+            problems.append(
+                f"{name}: {value} s is over the limit of "
+                f"{verifier.settings.run_code_max_timeout_s} s (MUCODE_RUN_CODE_MAX_TIMEOUT_S)"
+            )
     if request.memory_limit_MB != -1 and not 16 <= request.memory_limit_MB <= 8192:
-        problems.append(f"memory_limit_MB: {request.memory_limit_MB} is outside 16..8192 (or -1 for the default)")
+        problems.append(
+            f"memory_limit_MB: {request.memory_limit_MB} is outside 16..8192 (or -1 for the default)"
+        )
     if problems:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
-                            detail={"error": "invalid run_code request", "problems": problems})
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={"error": "invalid run_code request", "problems": problems},
+        )
     sandbox = verifier.ctx.sandbox
     if sandbox is None or not verifier.settings.run_code:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
-                            detail="this verifier serves no sandbox (started with MUCODE_RUN_CODE=false)")
-    run = RawRun(program=request.code, stdin=request.stdin or "", language="python",
-                 time_limit_s=request.cpu_timeout or request.run_timeout, wall_limit_s=request.run_timeout,
-                 memory_limit_mb=_DEFAULT_MEMORY_MB if request.memory_limit_MB == -1 else request.memory_limit_MB)
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="this verifier serves no sandbox (started with MUCODE_RUN_CODE=false)",
+        )
+    run = RawRun(
+        program=request.code,
+        stdin=request.stdin or "",
+        language="python",
+        time_limit_s=request.cpu_timeout or request.run_timeout,
+        wall_limit_s=request.run_timeout,
+        memory_limit_mb=_DEFAULT_MEMORY_MB if request.memory_limit_MB == -1 else request.memory_limit_MB,
+    )
     try:
         verifier.admit(1)
     except QueueFullError as exc:
-        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(exc),
-                            headers={"Retry-After": str(exc.retry_after_s)}) from None
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            detail=str(exc),
+            headers={"Retry-After": str(exc.retry_after_s)},
+        ) from None
     limit = verifier.settings.request_timeout_s
     try:
         outcome = await asyncio.wait_for(_run_in_slot(verifier, sandbox, run), limit)
     except TimeoutError:
         verifier.metrics.items.labels("run_code", Status.sandbox_error.value).inc()
-        raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, detail=(
-            f"the run did not finish within the request limit of {limit} s (queueing included; "
-            "MUCODE_REQUEST_TIMEOUT_S): the sandbox is overloaded or stuck, retry later"),
-            headers={"Retry-After": str(verifier.settings.retry_after_s)}) from None
+        raise HTTPException(
+            status.HTTP_504_GATEWAY_TIMEOUT,
+            detail=(
+                f"the run did not finish within the request limit of {limit} s (queueing included; "
+                "MUCODE_REQUEST_TIMEOUT_S): the sandbox is overloaded or stuck, retry later"
+            ),
+            headers={"Retry-After": str(verifier.settings.retry_after_s)},
+        ) from None
     except Exception as exc:  # noqa: BLE001 - infrastructure: SandboxFusion's SandboxError
         verifier.metrics.items.labels("run_code", Status.sandbox_error.value).inc()
         return RunCodeResponse(status="SandboxError", message=f"sandbox backend failed: {exc!r}"[:1000])
@@ -85,12 +109,20 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
     if verdict is Status.sandbox_error:
         return RunCodeResponse(status="SandboxError", message=outcome.stderr[:1000] or "sandbox error")
     timed_out = verdict is Status.time_limit
-    code = outcome.exit_code if outcome.exit_code is not None else (-outcome.signal if outcome.signal else None)
-    result = RunResult(status="TimeLimitExceeded" if timed_out else "Finished", execution_time=outcome.wall_s,
-                       return_code=code, stdout=outcome.stdout, stderr=outcome.stderr)
+    code = (
+        outcome.exit_code if outcome.exit_code is not None else (-outcome.signal if outcome.signal else None)
+    )
+    result = RunResult(
+        status="TimeLimitExceeded" if timed_out else "Finished",
+        execution_time=outcome.wall_s,
+        return_code=code,
+        stdout=outcome.stdout,
+        stderr=outcome.stderr,
+    )
     ok = not timed_out and code == 0
-    return RunCodeResponse(status="Success" if ok else "Failed", message="" if ok else verdict.value,
-                           run_result=result)
+    return RunCodeResponse(
+        status="Success" if ok else "Failed", message="" if ok else verdict.value, run_result=result
+    )
 
 
 async def _run_in_slot(verifier: Verifier, sandbox: Any, run: Any) -> Any:

@@ -22,15 +22,21 @@ from mucode.verifier.wire import MAX_ITEMS_HEADER, answer_within, resolve_test_s
 
 router = APIRouter(tags=["verify"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 429)}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 413, 422, 429)
+}
 
 
 def _unprocessable(what: str, problems: list[str]) -> HTTPException:
     shown = problems[:50]
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail={
-        "error": f"{what}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"
-                 + (" (first 50 shown)" if len(problems) > 50 else ""),
-        "problems": shown})
+    return HTTPException(
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        detail={
+            "error": f"{what}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"
+            + (" (first 50 shown)" if len(problems) > 50 else ""),
+            "problems": shown,
+        },
+    )
 
 
 def _check(request: VerifyRequest, verifier: Verifier) -> HTTPException | None:
@@ -53,9 +59,13 @@ def _check(request: VerifyRequest, verifier: Verifier) -> HTTPException | None:
 async def verify(
     request: VerifyRequest,
     verifier: VerifierDep,
-    x_mucode_timeout_s: Annotated[float | None, Header(
-        description="Seconds the client will wait (VerifierClient sends its timeout_s): the outer limit "
-                    "is shortened so the answer arrives first.")] = None,
+    x_mucode_timeout_s: Annotated[
+        float | None,
+        Header(
+            description="Seconds the client will wait (VerifierClient sends its timeout_s): the outer limit "
+            "is shortened so the answer arrives first."
+        ),
+    ] = None,
 ) -> VerifyResponse:
     """Scores a batch. Items of different programs may be mixed; they are scored concurrently.
 
@@ -68,7 +78,9 @@ async def verify(
     return VerifyResponse(results=results)
 
 
-async def score_request(request: VerifyRequest, verifier: Verifier, client_timeout_s: float | None) -> list[Result]:
+async def score_request(
+    request: VerifyRequest, verifier: Verifier, client_timeout_s: float | None
+) -> list[Result]:
     """Every check, then the scoring, of a verify request; raises the HTTP errors described above.
 
     Shared by the routes that speak other frameworks' formats (``openrlhf``), so they keep the same
@@ -76,10 +88,14 @@ async def score_request(request: VerifyRequest, verifier: Verifier, client_timeo
     settings = verifier.settings
     limit = settings.max_items_per_request
     if len(request.items) > limit:
-        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, detail=(
-            f"{len(request.items)} items in one request; the limit is {limit}: split the batch "
-            "(VerifierClient(batch_size=...)) or raise MUCODE_MAX_ITEMS_PER_REQUEST"),
-            headers={MAX_ITEMS_HEADER: str(limit)})
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            detail=(
+                f"{len(request.items)} items in one request; the limit is {limit}: split the batch "
+                "(VerifierClient(batch_size=...)) or raise MUCODE_MAX_ITEMS_PER_REQUEST"
+            ),
+            headers={MAX_ITEMS_HEADER: str(limit)},
+        )
     error = await asyncio.to_thread(_check, request, verifier)
     if error is not None:
         raise error
@@ -87,8 +103,11 @@ async def score_request(request: VerifyRequest, verifier: Verifier, client_timeo
     try:
         verifier.admit(n)
     except QueueFullError as exc:
-        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(exc),
-                            headers={"Retry-After": str(exc.retry_after_s)}) from None
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            detail=str(exc),
+            headers={"Retry-After": str(exc.retry_after_s)},
+        ) from None
     try:
         within = answer_within(settings.request_timeout_s, client_timeout_s)
         return await verifier.verify(request.items, timeout_s=within)
