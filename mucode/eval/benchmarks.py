@@ -8,8 +8,8 @@ the ``mucode.benchmarks`` entry-point group) holds everything that used to be de
 - which benchmark names belong to it (``eval.benchmarks`` of a training config mixes kinds);
 - how to evaluate a list of its names with a response source (the trainer's periodic evaluation and
   ``evaluate_benchmarks``);
-- its ``mucode eval NAME`` command: the options only it has and how it turns them into a
-  :class:`~mucode.eval.cli_runs.CliJob` (the command body itself is one, in ``mucode.cli.eval``).
+- for a plug-in kind, optionally its ``mucode eval NAME`` command: the options only it has and how
+  it plans a run (the built-in kinds' commands live in the command line, ``mucode.cli.eval``).
 
 ``mucode eval …``, ``mucode train``'s evaluation, the Python evaluators (``evaluate_math`` … when no
 sample count is given) and ``bench/eval.py`` all read the defaults from here. The sandbox backend of
