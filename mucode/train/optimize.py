@@ -153,12 +153,7 @@ class Updater:
         parts: list[dict[str, float]] = []
         micro = pack_micro_batches(mine, self.budget) if mine else []
         n_micro = len(micro)
-        if info.enabled:
-            t = torch.tensor([n_micro], dtype=torch.long, device=info.device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            n_micro_all = int(t.item())
-        else:
-            n_micro_all = n_micro
+        n_micro_all = self._most_micro_batches(n_micro)
 
         prepared_full = self._prepare(mine, micro) if self.objective.needs_minibatch_pass and mine else None
 
@@ -195,10 +190,7 @@ class Updater:
             parts.append(metrics)
 
         if info.enabled and not self.fsdp:
-            for p in self.model.parameters():
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+            self._sum_gradients()
         grad_norm = self._clip()
         self.optimizer.step()
         self.scheduler.step()
@@ -208,23 +200,24 @@ class Updater:
             dist.all_gather_object(gathered, parts)
             parts = [p for rank_parts in gathered for p in rank_parts]
         metrics = reduce_metrics(parts) if parts else {}
-        rewards = [s.reward for s in usable]
-        metrics.update(
-            {
-                "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
-                "reward/frac_groups_all_equal": sum(
-                    len({s.reward for s in g.samples if not s.masked}) <= 1 for g in groups
-                )
-                / max(1, len(groups)),
-                "batch/responses": len(usable),
-                "batch/masked_responses": len(all_samples) - len(usable),
-                "batch/micro_batches": n_micro_all,
-                "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
-                "optim/grad_norm": grad_norm,
-                "optim/lr": self.scheduler.get_last_lr()[0],
-            }
-        )
+        metrics.update(_batch_metrics(groups, usable, len(all_samples), n_micro_all))
+        metrics.update({"optim/grad_norm": grad_norm, "optim/lr": self.scheduler.get_last_lr()[0]})
         return metrics
+
+    def _most_micro_batches(self, n_micro: int) -> int:
+        """The largest micro-batch count of any rank (every rank runs that many backward passes)."""
+        if not self.info.enabled:
+            return n_micro
+        t = torch.tensor([n_micro], dtype=torch.long, device=self.info.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
+
+    def _sum_gradients(self) -> None:
+        """DDP-free data parallelism: every rank's gradients summed (a missing one counts as zeros)."""
+        for p in self.model.parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
 
     def _clip(self) -> float:
         max_norm = self.grad_clip if self.grad_clip is not None else math.inf
@@ -265,3 +258,20 @@ class Updater:
             k: v.cpu()
             for k, v in self.objective.prepare(logprobs, behaviour, advantages, mask, self.params).items()
         }
+
+
+def _batch_metrics(
+    groups: list[StoredGroup], usable: list[StoredSample], n_samples: int, micro_batches: int
+) -> dict[str, float]:
+    """The minibatch's reward and size metrics (``reward/…``, ``batch/…``)."""
+    rewards = [s.reward for s in usable]
+    lengths = [len(s.response_tokens) for s in usable]
+    all_equal = sum(len({s.reward for s in g.samples if not s.masked}) <= 1 for g in groups)
+    return {
+        "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
+        "reward/frac_groups_all_equal": all_equal / max(1, len(groups)),
+        "batch/responses": len(usable),
+        "batch/masked_responses": n_samples - len(usable),
+        "batch/micro_batches": micro_batches,
+        "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
+    }

@@ -43,22 +43,7 @@ _DEFAULT_MEMORY_MB = 1024
 async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeResponse:
     """Runs one program with one stdin and returns its exit status and output (no checking)."""
 
-    problems = text_problems(request.model_dump())
-    if request.language.lower() not in ("python", "python3"):
-        problems.append(f"language: {request.language!r} is not supported; mucode runs 'python' only")
-    if request.files or request.fetch_files:
-        problems.append("files/fetch_files: not supported by mucode; inline the data into code or stdin")
-    for name in ("run_timeout", "cpu_timeout"):
-        value = getattr(request, name)
-        if value is not None and value > verifier.settings.run_code_max_timeout_s:
-            problems.append(
-                f"{name}: {value} s is over the limit of "
-                f"{verifier.settings.run_code_max_timeout_s} s (MUCODE_RUN_CODE_MAX_TIMEOUT_S)"
-            )
-    if request.memory_limit_MB != -1 and not 16 <= request.memory_limit_MB <= 8192:
-        problems.append(
-            f"memory_limit_MB: {request.memory_limit_MB} is outside 16..8192 (or -1 for the default)"
-        )
+    problems = _request_problems(request, verifier.settings.run_code_max_timeout_s)
     if problems:
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
@@ -104,6 +89,36 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
         return RunCodeResponse(status="SandboxError", message=f"sandbox backend failed: {exc!r}"[:1000])
     finally:
         verifier.release(1)
+    return _response(outcome, verifier)
+
+
+async def _run_in_slot(verifier: Verifier, sandbox: Any, run: Any) -> Any:
+    async with verifier.slots:
+        return await sandbox.run_raw(run)
+
+
+def _request_problems(request: RunCodeRequest, max_timeout_s: float) -> list[str]:
+    """What is wrong with a request, one line each (empty: it can run)."""
+    problems = text_problems(request.model_dump())
+    if request.language.lower() not in ("python", "python3"):
+        problems.append(f"language: {request.language!r} is not supported; mucode runs 'python' only")
+    if request.files or request.fetch_files:
+        problems.append("files/fetch_files: not supported by mucode; inline the data into code or stdin")
+    for name in ("run_timeout", "cpu_timeout"):
+        value = getattr(request, name)
+        if value is not None and value > max_timeout_s:
+            problems.append(
+                f"{name}: {value} s is over the limit of {max_timeout_s} s (MUCODE_RUN_CODE_MAX_TIMEOUT_S)"
+            )
+    if request.memory_limit_MB != -1 and not 16 <= request.memory_limit_MB <= 8192:
+        problems.append(
+            f"memory_limit_MB: {request.memory_limit_MB} is outside 16..8192 (or -1 for the default)"
+        )
+    return problems
+
+
+def _response(outcome: Any, verifier: Verifier) -> RunCodeResponse:
+    """SandboxFusion's answer for a finished run (``Success`` only for exit code 0 within the limits)."""
     verdict = Status(outcome.verdict)
     verifier.metrics.items.labels("run_code", verdict.value).inc()
     if verdict is Status.sandbox_error:
@@ -123,8 +138,3 @@ async def run_code(request: RunCodeRequest, verifier: VerifierDep) -> RunCodeRes
     return RunCodeResponse(
         status="Success" if ok else "Failed", message="" if ok else verdict.value, run_result=result
     )
-
-
-async def _run_in_slot(verifier: Verifier, sandbox: Any, run: Any) -> Any:
-    async with verifier.slots:
-        return await sandbox.run_raw(run)
