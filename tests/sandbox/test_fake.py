@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
+from mucode.protocol import Status
 from mucode.registry import UnknownNameError
 from mucode.sandbox import (
     CodeJob,
     RawRun,
-    Status,
     TestSpec,
     backend_names,
     make_backend,
