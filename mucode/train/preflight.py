@@ -11,6 +11,8 @@ directory as it found it (so the corrected command is not refused as "already ho
   positions (``max_position_embeddings`` of its ``config.json``; a Hub model not in the local cache
   is not checked, and a note says so);
 - evaluation: the benchmarks exist and ``eval.protocol`` is defined for them at the run's context;
+- the verifier: each ``verifier.url`` answers ``/readyz`` (``mucode.train.verifier_check``; the
+  in-process verifier is checked when it starts);
 - prompts longer than ``data.max_prompt_tokens`` are dropped before the first stage and counted
   (never an error mid-run); a data set with no prompt left is refused.
 """
@@ -118,6 +120,10 @@ def check_run(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
     _check_run_dir(cfg, run_dir, resume)
     _check_context(cfg)
     _check_eval(cfg)
+    if cfg.verifier.url:
+        from mucode.train.verifier_check import check_verifiers  # it imports this module
+
+        check_verifiers(cfg.verifier.url)
 
 
 def drop_long_prompts(records: list[TaskRecord], tokenizer: Any, max_prompt_tokens: int) -> tuple[list[TaskRecord], int]:

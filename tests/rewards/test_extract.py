@@ -7,7 +7,13 @@ import re
 
 import pytest
 
-from mucode.rewards.extract import MAX_RESPONSE_CHARS, extract_code, last_fence, last_fenced_block, scan_fences
+from mucode.rewards.extract import (
+    MAX_RESPONSE_CHARS,
+    extract_code,
+    last_fence,
+    last_fenced_block,
+    scan_fences,
+)
 
 
 @pytest.mark.parametrize(

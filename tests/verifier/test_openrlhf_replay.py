@@ -53,7 +53,7 @@ def _openrlhf_query(tokenizer: Any, prompt: str, response: str) -> str:
 
 async def _post(url: str, query: str, prompt: str, label: Any) -> dict[str, Any]:
     payload = {"query": [query], "prompts": [prompt], "labels": [label]}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=180)) as session:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=180)) as session:  # noqa: SIM117 - OpenRLHF's code
         async with session.post(url, json=payload) as response:
             response.raise_for_status()
             out: dict[str, Any] = await response.json()
@@ -94,9 +94,9 @@ def test_extra_logs_carry_every_status_with_the_same_keys(url: str, tokenizer: A
 
 def test_an_unusable_label_is_a_422_naming_the_sample(url: str) -> None:
     async def post() -> tuple[int, str]:
-        async with aiohttp.ClientSession() as session:
-            async with session.post(url, json={"query": ["x"], "prompts": [""], "labels": [[1, 2]]}) as r:
-                return r.status, await r.text()
+        payload = {"query": ["x"], "prompts": [""], "labels": [[1, 2]]}
+        async with aiohttp.ClientSession() as session, session.post(url, json=payload) as r:
+            return r.status, await r.text()
 
     status, text = asyncio.run(post())
     assert status == 422 and "items[0].spec.answer" in text, text
