@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from mucode.eval.cli_support import report_meta, say
+from mucode.cli.errors import report_meta, say
 from mucode.eval.protocols import Protocol
 
 __all__ = ["CliJob", "prepare_evalplus", "prepare_livecodebench", "prepare_math", "run_job"]
@@ -72,14 +72,15 @@ def prepare_livecodebench(common: Any, protocol: Protocol, *, limit: int | None,
                           prompt_style: str | None = None, upstream_dir: Path | None = None) -> CliJob:  # fmt: skip
     from mucode.eval.core import SamplesSource
     from mucode.eval.generate import read_samples_file
-    from mucode.eval.lcb_data import LCB_HUB_ID, release_files
-    from mucode.eval.lcb_prompts import prompt_style_name
-    from mucode.eval.livecodebench import evaluate_livecodebench
+    from mucode.eval.livecodebench.data import LCB_HUB_ID, release_files
+    from mucode.eval.livecodebench.prompts import prompt_style_name
+    from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
     from mucode.eval.upstream import is_lcb_generations, read_lcb_generations, write_lcb_eval
 
     if stop is not None:
         protocol = dataclasses.replace(
-            protocol, sampling=dataclasses.replace(protocol.sampling, stop=tuple(s for s in stop if s)))
+            protocol, sampling=dataclasses.replace(protocol.sampling, stop=tuple(s for s in stop if s))
+        )
     release = release or protocol.release or "release_latest"
     files = release_files(release)
     style = prompt_style_name(prompt_style or protocol.prompt)
@@ -118,7 +119,11 @@ def prepare_math(common: Any, protocol: Protocol, *, limit: int | None, n: int |
         raise ValueError(f"unknown math benchmark {unknown[0]!r}; valid: {', '.join(MATH_BENCHMARKS)}")
     if template is not None and instruction is not None:
         raise ValueError("give --template or --instruction, not both")
-    chosen = instruction_template(instruction) if instruction is not None else math_template(template or protocol.prompt)
+    chosen = (
+        instruction_template(instruction)
+        if instruction is not None
+        else math_template(template or protocol.prompt)
+    )
     file_samples = None
     if common.samples is not None:
         if benchmark is None:
@@ -140,7 +145,7 @@ def prepare_math(common: Any, protocol: Protocol, *, limit: int | None, n: int |
 def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: int | None,
                      datasets: str = "", humaneval_file: Path | None = None, mbpp_file: Path | None = None,
                      prompt_style: str | None = None, upstream_dir: Path | None = None) -> CliJob:  # fmt: skip
-    from mucode.eval.evalplus_bench import (
+    from mucode.eval.evalplus.evaluate import (
         EVALPLUS_DATASETS,
         evalplus_hash,
         evalplus_prompts,
@@ -163,8 +168,11 @@ def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: i
     if common.samples is not None:
         if len(names) != 1:
             raise ValueError("--samples scores one data set: pass --datasets humaneval or --datasets mbpp")
-        file_samples = {names[0]: read_evalplus_samples(
-            common.samples, prompts=lambda: evalplus_prompts(names[0], override_path=paths.get(names[0])))}
+        file_samples = {
+            names[0]: read_evalplus_samples(
+                common.samples, prompts=lambda: evalplus_prompts(names[0], override_path=paths.get(names[0]))
+            )
+        }
     hashes: dict[str, str] = {}
 
     def evaluate(source: Any, **kw: Any) -> dict[str, Any]:
@@ -180,4 +188,3 @@ def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: i
 
     return CliJob(protocol, evaluate, "EvalPlus", style, data, needs_engine=file_samples is None,
                   upstream=upstream, upstream_dir=upstream_dir, upstream_label="evalplus")  # fmt: skip
-

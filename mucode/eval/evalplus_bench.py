@@ -46,7 +46,7 @@ from mucode.eval.core import (
     outcomes_for_part,
     run_task,
 )
-from mucode.eval.evalplus_driver import PASS_MARKER, build_driver, build_payload
+from mucode.eval.evalplus.driver import PASS_MARKER, build_driver, build_payload
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
 from mucode.eval.report import summarize
 from mucode.rewards.code import MAX_TIME_LIMIT_S
@@ -302,7 +302,9 @@ def read_evalplus_samples(
         known = prompts()
         for task_id, kind, text in rows:
             if kind == "completion" and task_id not in known:
-                raise ValueError(f"{path}: task {task_id!r} is not in the data set (its completion needs its prompt)")
+                raise ValueError(
+                    f"{path}: task {task_id!r} is not in the data set (its completion needs its prompt)"
+                )
             samples.setdefault(task_id, []).append(known[task_id] + text if kind == "completion" else text)
         return samples, "solution"
     for task_id, _, text in rows:

@@ -33,8 +33,13 @@ from mucode.eval.core import Collected
 from mucode.eval.passk import pass_at_k
 from mucode.eval.store import INFRA_STATUSES
 
-__all__ = ["is_lcb_generations", "read_lcb_generations", "write_evalplus_results", "write_evalplus_upstream",
-           "write_lcb_eval"]
+__all__ = [
+    "is_lcb_generations",
+    "read_lcb_generations",
+    "write_evalplus_results",
+    "write_evalplus_upstream",
+    "write_lcb_eval",
+]
 
 _LCB_ERROR_CODES = {"wrong_answer": -2, "time_limit": -3}
 
@@ -136,14 +141,22 @@ def _failed_inputs(task: Any, pid: str, which: str, verdict: dict[str, Any]) -> 
     return failed
 
 
-def write_evalplus_upstream(collected: Collected, out_dir: str | Path, dataset_hash: str, dataset: str,
-                            samples: str | Path | None = None) -> Path:
+def write_evalplus_upstream(
+    collected: Collected,
+    out_dir: str | Path,
+    dataset_hash: str,
+    dataset: str,
+    samples: str | Path | None = None,
+) -> Path:
     """Writes `NAME.jsonl` and `NAME_eval_results.json` into `out_dir` (module docstring); returns the latter."""
     source = Path(samples) if samples is not None else None
     name = source.name[: -len(".jsonl")] if source is not None and source.name.endswith(".jsonl") else dataset
     task: Any = collected.task
-    lines = [json.dumps({"task_id": pid, "solution": task.solution(pid, response)})
-             for pid, responses in collected.responses.items() for response in responses]
+    lines = [
+        json.dumps({"task_id": pid, "solution": task.solution(pid, response)})
+        for pid, responses in collected.responses.items()
+        for response in responses
+    ]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.jsonl").write_text("".join(line + "\n" for line in lines))

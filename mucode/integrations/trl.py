@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mucode.verifier.protocol import Item, Result, Status
+from mucode.protocol import Item, Result, Status
 from mucode.verifier.samples import to_item
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 
@@ -44,8 +44,16 @@ __all__ = ["VerifierReward", "VerifierUnavailableError"]
 class VerifierReward:
     """Scores TRL completions through a mucode verifier; returns one float reward per completion."""
 
-    def __init__(self, url: str | list[str], *, token: str | None = None, answer_column: str = "solution",
-                 tests_column: str = "tests", name: str = "mucode_verifier", retries: int = 3) -> None:
+    def __init__(
+        self,
+        url: str | list[str],
+        *,
+        token: str | None = None,
+        answer_column: str = "solution",
+        tests_column: str = "tests",
+        name: str = "mucode_verifier",
+        retries: int = 3,
+    ) -> None:
         self.session = VerifierSession(url, name="mucode-trl-reward", token=token, retries=retries)
         self.answer_column = answer_column
         self.tests_column = tests_column
@@ -69,14 +77,18 @@ class VerifierReward:
             log_extra(f"{self.__name__}_status", [r.status.value for r in results])
 
     def _item(self, i: int, completion: Any, columns: dict[str, Any]) -> Item:
-        row = {name: values[i] for name, values in columns.items() if isinstance(values, list | tuple)
-               and len(values) > i}
+        row = {
+            name: values[i]
+            for name, values in columns.items()
+            if isinstance(values, list | tuple) and len(values) > i
+        }
         truth = row.get("mucode") or row.get(self.tests_column)
         if truth is None:
             if self.answer_column not in row:
                 raise KeyError(
                     f"row {i} has neither a {self.tests_column!r} nor a {self.answer_column!r} column (columns: "
-                    f"{sorted(row)}); name the reference-answer column with VerifierReward(answer_column=...)")
+                    f"{sorted(row)}); name the reference-answer column with VerifierReward(answer_column=...)"
+                )
             truth = row[self.answer_column]
         return to_item("trl", _text(completion), truth, None)
 

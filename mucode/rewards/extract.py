@@ -41,7 +41,14 @@ from dataclasses import dataclass
 
 from mucode.registry import Registry
 
-__all__ = ["EXTRACTORS", "MAX_RESPONSE_CHARS", "Extractor", "extract_code", "last_fenced_block", "scan_fences"]
+__all__ = [
+    "EXTRACTORS",
+    "MAX_RESPONSE_CHARS",
+    "Extractor",
+    "extract_code",
+    "last_fenced_block",
+    "scan_fences",
+]
 
 MAX_RESPONSE_CHARS = 4 * 1024 * 1024
 """Responses longer than this hold no code, whatever the extractor."""

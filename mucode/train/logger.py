@@ -30,8 +30,14 @@ def _clean(value: Any) -> Any:
 
 class MetricsLogger:
     def __init__(
-        self, run_dir: Path, *, tensorboard: bool = True, wandb_project: str | None = None,
-        run_name: str = "mucode", config: dict[str, Any] | None = None, resume_after_update: int | None = None,
+        self,
+        run_dir: Path,
+        *,
+        tensorboard: bool = True,
+        wandb_project: str | None = None,
+        run_name: str = "mucode",
+        config: dict[str, Any] | None = None,
+        resume_after_update: int | None = None,
     ) -> None:
         self.path = run_dir / "metrics.jsonl"
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -54,8 +60,13 @@ class MetricsLogger:
                     "train.wandb_project is set but wandb is not installed: `pip install wandb` "
                     "or unset train.wandb_project"
                 ) from e
-            self._wandb = wandb.init(project=wandb_project, name=run_name, config=config, resume="allow",
-                                     id=_wandb_id(run_dir, resume=resume_after_update is not None))
+            self._wandb = wandb.init(
+                project=wandb_project,
+                name=run_name,
+                config=config,
+                resume="allow",
+                id=_wandb_id(run_dir, resume=resume_after_update is not None),
+            )
 
     def _truncate(self, last_update: int) -> None:
         if not self.path.exists():
@@ -103,7 +114,9 @@ def _wandb_id(run_dir: Path, *, resume: bool) -> str:
     path = run_dir / "wandb_id"
     if resume and path.is_file() and path.read_text().strip():
         return path.read_text().strip()
-    run_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))  # wandb's id alphabet
+    run_id = "".join(
+        secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8)
+    )  # wandb's id alphabet
     path.write_text(run_id + "\n")
     return run_id
 

@@ -71,8 +71,11 @@ def _check_context(cfg: MucodeConfig) -> None:
     context = cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens
     positions = model_positions(cfg.model.path)
     if positions is None:
-        print(f"note: the context of {cfg.model.path} is unknown here (no local config.json); "
-              f"prompt + response = {context} tokens is not checked against it", flush=True)
+        print(
+            f"note: the context of {cfg.model.path} is unknown here (no local config.json); "
+            f"prompt + response = {context} tokens is not checked against it",
+            flush=True,
+        )
         return
     if context > positions:
         raise PreflightError(
@@ -94,7 +97,8 @@ def _check_run_dir(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
         changes = store_key_changes(previous, cfg)
         if changes:
             raise ResumeError(
-                f"--resume changes keys that shape the stage stores of {run_dir}: " + "; ".join(changes)
+                f"--resume changes keys that shape the stage stores of {run_dir}: "
+                + "; ".join(changes)
                 + ". Resume with the run's values (its config.yaml), or start a new run in another --run-dir."
             )
         return
@@ -111,8 +115,10 @@ def _check_eval(cfg: MucodeConfig) -> None:
     try:
         eval_sampling(cfg)
     except ValueError as err:
-        raise PreflightError(f"eval: {err} (eval.benchmarks={cfg.eval.benchmarks}, eval.protocol={cfg.eval.protocol}, "
-                             f"context {cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens})") from None
+        raise PreflightError(
+            f"eval: {err} (eval.benchmarks={cfg.eval.benchmarks}, eval.protocol={cfg.eval.protocol}, "
+            f"context {cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens})"
+        ) from None
 
 
 def check_run(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
@@ -126,11 +132,15 @@ def check_run(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
         check_verifiers(cfg.verifier.url)
 
 
-def drop_long_prompts(records: list[TaskRecord], tokenizer: Any, max_prompt_tokens: int) -> tuple[list[TaskRecord], int]:
+def drop_long_prompts(
+    records: list[TaskRecord], tokenizer: Any, max_prompt_tokens: int
+) -> tuple[list[TaskRecord], int]:
     """(records whose rendered prompt fits ``max_prompt_tokens``, how many were dropped)."""
     from mucode.data.prompts import prompt_lengths
 
-    kept = [r for r, n in zip(records, prompt_lengths(tokenizer, records), strict=True) if n <= max_prompt_tokens]
+    kept = [
+        r for r, n in zip(records, prompt_lengths(tokenizer, records), strict=True) if n <= max_prompt_tokens
+    ]
     if not kept:
         raise PreflightError(
             f"all {len(records)} prompts are longer than data.max_prompt_tokens={max_prompt_tokens} tokens; "

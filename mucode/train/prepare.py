@@ -62,8 +62,9 @@ def open_verifier(cfg: MucodeConfig) -> Iterator[Verifier]:
     with verifier_urls(v.url, v.backend) as urls:
         if not v.url:
             check_verifiers(urls)  # the configured ones were checked before the run started
-        pipeline = VerifyPipeline(urls, token=v.token, timeout_s=v.timeout_s,
-                                  retries=v.retries)  # every rank verifies what it generates
+        pipeline = VerifyPipeline(
+            urls, token=v.token, timeout_s=v.timeout_s, retries=v.retries
+        )  # every rank verifies what it generates
         try:
             yield Verifier(pipeline, urls)
         finally:
@@ -116,8 +117,15 @@ def load_records(cfg: MucodeConfig) -> list[TaskRecord]:
     from mucode.data.loader import load_tasks
 
     source = cfg.data.source or "default"
-    return load_tasks(source, cfg.data.task, split=cfg.data.split, limit=cfg.data.limit,
-                      instruction=cfg.data.instruction, schema=cfg.data.format, columns=cfg.data.columns)
+    return load_tasks(
+        source,
+        cfg.data.task,
+        split=cfg.data.split,
+        limit=cfg.data.limit,
+        instruction=cfg.data.instruction,
+        schema=cfg.data.format,
+        columns=cfg.data.columns,
+    )
 
 
 def _seed_everything(seed: int) -> None:
@@ -126,8 +134,14 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def prepare_run(cfg: MucodeConfig, info: DistInfo, *, resume: bool, records: list[TaskRecord] | None,
-                engine_factory: EngineFactory | None = None) -> TrainingRun:
+def prepare_run(
+    cfg: MucodeConfig,
+    info: DistInfo,
+    *,
+    resume: bool,
+    records: list[TaskRecord] | None,
+    engine_factory: EngineFactory | None = None,
+) -> TrainingRun:
     """Phase 0: checks, data, policy, resume; nothing is written before every check on the config passed."""
     run_dir = cfg.run_path()
     check_run(cfg, run_dir, resume)
@@ -137,9 +151,13 @@ def prepare_run(cfg: MucodeConfig, info: DistInfo, *, resume: bool, records: lis
     _seed_everything(cfg.train.seed)
     records = records if records is not None else load_records(cfg)
     base_path = resolve_model_path(cfg.model.path)
-    model, tokenizer = load_policy(base_path, dtype=cfg.model.master_dtype, device=info.device,
-                                   trust_remote_code=cfg.model.trust_remote_code,
-                                   gradient_checkpointing=cfg.model.gradient_checkpointing)
+    model, tokenizer = load_policy(
+        base_path,
+        dtype=cfg.model.master_dtype,
+        device=info.device,
+        trust_remote_code=cfg.model.trust_remote_code,
+        gradient_checkpointing=cfg.model.gradient_checkpointing,
+    )
     records, dropped = drop_long_prompts(records, tokenizer, cfg.data.max_prompt_tokens)
     data_counts = {"data/prompts": len(records), "data/dropped_long_prompts": dropped}
     output.write_plan(batch_plan(cfg), data_counts)
@@ -154,20 +172,37 @@ def prepare_run(cfg: MucodeConfig, info: DistInfo, *, resume: bool, records: lis
     del saved
     if resume:
         _check_resumable(cfg, run_dir, state)
-        output.say(f"resuming at stage {state.stage}, update {state.update_in_stage}/{cfg.batch.updates_per_stage} "
-                   f"(global {state.global_update}) from {latest or 'the start (no checkpoint yet)'}")
+        output.say(
+            f"resuming at stage {state.stage}, update {state.update_in_stage}/{cfg.batch.updates_per_stage} "
+            f"(global {state.global_update}) from {latest or 'the start (no checkpoint yet)'}"
+        )
     run = TrainingRun(
-        cfg=cfg, info=info, run_dir=run_dir, output=output, records=records, data_counts=data_counts,
-        base_path=base_path, model=model, tokenizer=tokenizer, optimizer=optimizer, state=state,
+        cfg=cfg,
+        info=info,
+        run_dir=run_dir,
+        output=output,
+        records=records,
+        data_counts=data_counts,
+        base_path=base_path,
+        model=model,
+        tokenizer=tokenizer,
+        optimizer=optimizer,
+        state=state,
         updater=Updater(model, optimizer, scheduler, cfg, info, pad_token_id=_pad_id(tokenizer)),
         rollout=StageRollout(cfg, info, model, optimizer, tokenizer, engine_factory=engine_factory),
-        evaluator=Evaluator(cfg, run_dir, info),  # every train.eval_every updates; keeps policies, marks the best
+        evaluator=Evaluator(
+            cfg, run_dir, info
+        ),  # every train.eval_every updates; keeps policies, marks the best
     )
-    output.open_metrics(state.global_update if resume else None)  # last: a refused run leaves metrics.jsonl as it was
+    output.open_metrics(
+        state.global_update if resume else None
+    )  # last: a refused run leaves metrics.jsonl as it was
     return run
 
 
-def _restore(saved: Checkpoint, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> TrainerState:
+def _restore(
+    saved: Checkpoint, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> TrainerState:
     """Optimizer, scheduler and RNG from ``saved`` (the model's weights were loaded before wrapping)."""
     load_optimizer_state(model, optimizer, saved.optimizer)
     scheduler.last_epoch = saved.state.global_update

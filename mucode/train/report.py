@@ -67,7 +67,9 @@ def load_run(path: str | Path) -> RunReport:
             stages.setdefault(int(row["stage"]), []).append(float(value))
     report = RunReport(
         name=path.resolve().name or str(config.get("train", {}).get("run_name", "run")),
-        path=path, metric=str(ev.get("select_metric", "pass@1")), benchmarks=list(ev.get("benchmarks") or []),
+        path=path,
+        metric=str(ev.get("select_metric", "pass@1")),
+        benchmarks=list(ev.get("benchmarks") or []),
         evals=sorted((e for e in events if e.get("event") == "eval"), key=lambda e: int(e["update"])),
         veto_per_stage=[sum(v) / len(v) for _, v in sorted(stages.items())],
     )
@@ -81,10 +83,15 @@ def load_run(path: str | Path) -> RunReport:
 def time_to_accuracy(a: RunReport, b: RunReport) -> dict[str, Any] | None:
     """Target = the lower best score; each run's training seconds at its first evaluation reaching it;
     ratio = a's time / b's time. None when a run has no evaluation with a score."""
+
     def scored(run: RunReport) -> list[tuple[float, float]]:
-        return [(float(e["eval/score"]), float(e["time/train_since_start"])) for e in run.evals
-                if isinstance(e.get("eval/score"), int | float) and not math.isnan(e["eval/score"])
-                and isinstance(e.get("time/train_since_start"), int | float)]
+        return [
+            (float(e["eval/score"]), float(e["time/train_since_start"]))
+            for e in run.evals
+            if isinstance(e.get("eval/score"), int | float)
+            and not math.isnan(e["eval/score"])
+            and isinstance(e.get("time/train_since_start"), int | float)
+        ]
 
     sa, sb = scored(a), scored(b)
     if not sa or not sb:
@@ -126,29 +133,44 @@ def render_report(runs: list[RunReport]) -> str:
     for run in runs:  # align the columns: every run gets every benchmark (– where it has none)
         run.benchmarks = benchmarks
     metric = runs[0].metric if runs else "pass@1"
-    headers = ["run", *benchmarks, f"avg {metric}", "best at", "T_rollout h", "T_total h", "switches",
-               "veto % per stage", "veto % mean"]
+    headers = [
+        "run",
+        *benchmarks,
+        f"avg {metric}",
+        "best at",
+        "T_rollout h",
+        "T_total h",
+        "switches",
+        "veto % per stage",
+        "veto % mean",
+    ]
     rows = [_row(r) for r in runs]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
 
     out = [line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
     out.append(f"accuracy at the best checkpoint ({metric}, %); T_total excludes evaluation.")
     for run in runs:
         if not has_evaluation(run):
-            out.append(f"{run.name} has no evaluation (no eval in metrics.jsonl, no best.json): its accuracy "
-                       "columns are empty. Set eval.benchmarks and train.eval_every to evaluate during training, "
-                       "or evaluate its checkpoints with `mucode eval`.")
+            out.append(
+                f"{run.name} has no evaluation (no eval in metrics.jsonl, no best.json): its accuracy "
+                "columns are empty. Set eval.benchmarks and train.eval_every to evaluate during training, "
+                "or evaluate its checkpoints with `mucode eval`."
+            )
     if len(runs) == 2:
         tta = time_to_accuracy(runs[0], runs[1])
         if tta is None:
             out.append("time-to-accuracy: needs evaluations with scores in both runs (train.eval_every)")
         else:
             ta, tb = tta["seconds"]
-            out.append(f"time-to-accuracy (target {_pct(tta['target'])}, the lower best score): {runs[0].name} "
-                       f"{ta / 3600:.3f} h, {runs[1].name} {tb / 3600:.3f} h → ratio {tta['ratio']:.2f}×")
+            out.append(
+                f"time-to-accuracy (target {_pct(tta['target'])}, the lower best score): {runs[0].name} "
+                f"{ta / 3600:.3f} h, {runs[1].name} {tb / 3600:.3f} h → ratio {tta['ratio']:.2f}×"
+            )
     return "\n".join(out)
 
 
@@ -168,9 +190,13 @@ def plot_accuracy(runs: list[RunReport], path: Path) -> Path | None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in runs:
-        points = [(float(e["time/train_since_start"]) / 3600, 100 * float(e["eval/score"])) for e in run.evals
-                  if isinstance(e.get("time/train_since_start"), int | float)
-                  and isinstance(e.get("eval/score"), int | float) and not math.isnan(e["eval/score"])]
+        points = [
+            (float(e["time/train_since_start"]) / 3600, 100 * float(e["eval/score"]))
+            for e in run.evals
+            if isinstance(e.get("time/train_since_start"), int | float)
+            and isinstance(e.get("eval/score"), int | float)
+            and not math.isnan(e["eval/score"])
+        ]
         if points:
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, marker="o", label=run.name)

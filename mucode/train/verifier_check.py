@@ -42,5 +42,6 @@ def check_verifiers(urls: Sequence[str], wait_s: float = READY_WAIT_S) -> None:
             if time.monotonic() >= deadline:
                 raise PreflightError(
                     f"the verifier at {url} is not ready after {wait_s:.0f} s ({reason}); start it "
-                    f"(`mucode serve`), fix verifier.url, or leave verifier.url empty for an in-process one")
+                    f"(`mucode serve`), fix verifier.url, or leave verifier.url empty for an in-process one"
+                )
             time.sleep(1.0)

@@ -55,7 +55,7 @@ def require_token(request: Request) -> None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             detail="missing or wrong token: send 'Authorization: Bearer <token>', or put it in the URL as "
-                   "http://user:<token>@host:port/... or ?token=<token> (the server's MUCODE_TOKEN)",
+            "http://user:<token>@host:port/... or ?token=<token> (the server's MUCODE_TOKEN)",
             headers={"WWW-Authenticate": "Bearer"},
         )
 

@@ -26,13 +26,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mucode.verifier.protocol import Item
+from mucode.protocol import Item
 
 __all__ = ["SPECIAL_TOKENS", "strip_special_tokens", "to_item"]
 
 SPECIAL_TOKENS = (
-    "<|im_end|>", "<|endoftext|>", "<|im_start|>", "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>",
-    "<｜end▁of▁sentence｜>", "</s>", "<eos>", "<end_of_turn>", "<|end|>", "<|return|>", "<pad>", "[PAD]",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<|eom_id|>",
+    "<｜end▁of▁sentence｜>",
+    "</s>",
+    "<eos>",
+    "<end_of_turn>",
+    "<|end|>",
+    "<|return|>",
+    "<pad>",
+    "[PAD]",
 )
 """End-of-sequence and padding token texts of the common tokenizers (Qwen, Llama 3, DeepSeek, Mistral,
 Gemma, Phi, gpt-oss)."""
@@ -86,8 +98,12 @@ def to_item(data_source: str, response: str, label: Any, extra_info: dict[str, A
         return Item(id=item_id, program="code", response=response, spec=truth)
     if isinstance(truth, dict) and "inputs" in truth and "outputs" in truth:
         fn_name = truth.get("fn_name")
-        tests = {"format": "call" if fn_name else "stdio", "inputs": list(truth["inputs"]),
-                 "outputs": list(truth["outputs"]), "fn_name": fn_name}
+        tests = {
+            "format": "call" if fn_name else "stdio",
+            "inputs": list(truth["inputs"]),
+            "outputs": list(truth["outputs"]),
+            "fn_name": fn_name,
+        }
         return Item(id=item_id, program="code", response=response, spec={"tests": tests})
     if isinstance(truth, dict) and "answer" in truth:
         return Item(id=item_id, program="math", response=response, spec=truth)

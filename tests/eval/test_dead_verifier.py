@@ -20,8 +20,12 @@ def test_a_dead_verifier_verifies_nothing(tmp_path: Path) -> None:
     items = [{"program": "math", "response": f"\\boxed{{{i}}}", "spec": {"answer": str(i)}} for i in range(2)]
     said: list[str] = []
     store = RunStore(tmp_path, {"benchmark": "x"})
-    verdicts = judge_parts([Part("p", i, "main", item) for i, item in enumerate(items)], store,
-                           VerifierOptions(urls=[url], retries=0, timeout_s=5.0), progress=said.append)
+    verdicts = judge_parts(
+        [Part("p", i, "main", item) for i, item in enumerate(items)],
+        store,
+        VerifierOptions(urls=[url], retries=0, timeout_s=5.0),
+        progress=said.append,
+    )
     assert all(v["status"] in INFRA_STATUSES and v["reward"] is None for v in verdicts.values())
     lines = [line for line in said if line.startswith("verified")]
     assert lines and all(line.startswith("verified 0/2 items") for line in lines), said

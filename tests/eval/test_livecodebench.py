@@ -11,10 +11,10 @@ import pytest
 from mucode.eval.core import SamplesSource
 from mucode.eval.extract import last_fenced_block
 from mucode.eval.judge import VerifierOptions
-from mucode.eval.lcb_data import decode_test_cases, load_livecodebench, release_files
-from mucode.eval.lcb_driver import CALL_ENTRY
-from mucode.eval.lcb_prompts import SYSTEM_MESSAGE_GENERIC, build_prompt
-from mucode.eval.livecodebench import LCB_IMPORT_HEADER, evaluate_livecodebench, lcb_item
+from mucode.eval.livecodebench.data import decode_test_cases, load_livecodebench, release_files
+from mucode.eval.livecodebench.driver import CALL_ENTRY
+from mucode.eval.livecodebench.prompts import SYSTEM_MESSAGE_GENERIC, build_prompt
+from mucode.eval.livecodebench.evaluate import LCB_IMPORT_HEADER, evaluate_livecodebench, lcb_item
 
 LCB_DIR = Path(__file__).resolve().parent / "fixtures" / "livecodebench"
 

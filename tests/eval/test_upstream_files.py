@@ -76,7 +76,7 @@ def test_livecodebench_generation_output_in_and_eval_files_out(
 def test_evalplus_sample_folder_in_and_eval_results_out(
     tmp_path: Path, code_verifier: VerifierOptions
 ) -> None:
-    from mucode.eval.evalplus_bench import evalplus_hash
+    from mucode.eval.evalplus.evaluate import evalplus_hash
 
     humaneval = FIXTURES / "evalplus" / "HumanEvalPlus.jsonl"
     folder = tmp_path / "samples"
@@ -107,7 +107,7 @@ def test_evalplus_sample_folder_in_and_eval_results_out(
     # the failing inputs are evalplus's own (its fast check: the input its details stop at)
     from evalplus.eval import untrusted_check
 
-    from mucode.eval.evalplus_bench import load_evalplus
+    from mucode.eval.evalplus.evaluate import load_evalplus
 
     problems, truth = load_evalplus("humaneval", override_path=humaneval)
     for tid, samples in rows.items():
@@ -136,17 +136,28 @@ def test_evalplus_mixed_samples_and_results_evalplus_finds(
     results file named so `evalplus.evaluate --samples` loads it instead of running anything."""
     humaneval = FIXTURES / "evalplus" / "HumanEvalPlus.jsonl"
     samples = tmp_path / "mine.jsonl"
-    samples.write_text("\n".join(json.dumps(row) for row in [
-        {"task_id": "HumanEval/900", "solution": "def average(xs):\n    return sum(xs) / len(xs)\n"},
-        {"task_id": "HumanEval/900", "completion": "    return sum(xs) / len(xs)\n"},  # after the prompt
-        {"task_id": "HumanEval/901", "completion": "    return 0\n"},
-    ]) + "\n")
+    samples.write_text(
+        "\n".join(
+            json.dumps(row)
+            for row in [
+                {"task_id": "HumanEval/900", "solution": "def average(xs):\n    return sum(xs) / len(xs)\n"},
+                {
+                    "task_id": "HumanEval/900",
+                    "completion": "    return sum(xs) / len(xs)\n",
+                },  # after the prompt
+                {"task_id": "HumanEval/901", "completion": "    return 0\n"},
+            ]
+        )
+        + "\n"
+    )
     upstream = tmp_path / "upstream"
     cli("evalplus", "--datasets", "humaneval", "--samples", str(samples), "--humaneval-file", str(humaneval),
         "--upstream-dir", str(upstream), "--no-cache", "--allow-partial", "--verifier-url", code_verifier.urls[0])  # fmt: skip
     rows = json.loads((upstream / "mine_eval_results.json").read_text())["eval"]
     assert [r["base_status"] for r in rows["HumanEval/900"]] == ["pass", "pass"]
-    assert rows["HumanEval/900"][1]["solution"].startswith("def average(xs: list) -> float:")  # prompt + completion
+    assert rows["HumanEval/900"][1]["solution"].startswith(
+        "def average(xs: list) -> float:"
+    )  # prompt + completion
     assert [r["base_status"] for r in rows["HumanEval/901"]] == ["fail"]
     written = [json.loads(line) for line in (upstream / "mine.jsonl").read_text().splitlines()]
     assert [w["task_id"] for w in written] == ["HumanEval/900", "HumanEval/900", "HumanEval/901"]
@@ -161,7 +172,7 @@ def test_evalplus_mixed_samples_and_results_evalplus_finds(
 
 
 def test_a_samples_file_mixing_response_and_solution_is_refused(tmp_path: Path) -> None:
-    from mucode.eval.evalplus_bench import read_evalplus_samples
+    from mucode.eval.evalplus.evaluate import read_evalplus_samples
 
     samples = tmp_path / "s.jsonl"
     samples.write_text('{"task_id": "A", "response": "x"}\n{"task_id": "A", "solution": "y"}\n')

@@ -25,9 +25,13 @@ BAD = "```python\na, b = map(int, input().split())\nprint(a - b)\n```"
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    with local_verifier("fake", programs=["math", "code"], math_workers=1, math_timeout_s=5.0,
-                        backend_options={"rules": [{"contains": "a + b", "verdict": "correct"}],
-                                         "default": "wrong_answer"}) as base:
+    with local_verifier(
+        "fake",
+        programs=["math", "code"],
+        math_workers=1,
+        math_timeout_s=5.0,
+        backend_options={"rules": [{"contains": "a + b", "verdict": "correct"}], "default": "wrong_answer"},
+    ) as base:
         yield base
 
 
@@ -36,15 +40,22 @@ def test_mixed_math_and_code_batch_in_trl_call_shape(url: str) -> None:
     prompts = ["What is 1/2?", "What is 2+2?", "Add two numbers.", "Add two numbers."]
     completions = [
         "It is \\boxed{0.5}",
-        [{"role": "assistant", "content": "So \\boxed{5}"}],   # conversational format
+        [{"role": "assistant", "content": "So \\boxed{5}"}],  # conversational format
         [{"role": "assistant", "content": GOOD}],
         BAD,
     ]
-    columns = {"solution": ["\\frac{1}{2}", "4", None, None],
-               "tests": [None, None, ADD, json.dumps(ADD)]}   # a dict or JSON text, as Parquet gives either
+    columns = {
+        "solution": ["\\frac{1}{2}", "4", None, None],
+        "tests": [None, None, ADD, json.dumps(ADD)],
+    }  # a dict or JSON text, as Parquet gives either
     try:
-        scores = reward(prompts=prompts, completions=completions, completion_ids=[[1]] * 4,
-                        trainer_state=object(), **columns)
+        scores = reward(
+            prompts=prompts,
+            completions=completions,
+            completion_ids=[[1]] * 4,
+            trainer_state=object(),
+            **columns,
+        )
     finally:
         reward.close()
     assert scores == [1.0, 0.0, 1.0, 0.0]
@@ -89,14 +100,20 @@ class _TrlLogs:
 
 
 def test_the_status_breakdown_reaches_trls_log_callbacks(url: str) -> None:
-    from mucode.verifier.protocol import Status
+    from mucode.protocol import Status
 
     logs = _TrlLogs()
     reward = VerifierReward(url)
     try:
-        scores = reward(prompts=["p"] * 3, completions=[GOOD, BAD, "no code"], completion_ids=[[1]] * 3,
-                        tests=[ADD] * 3, trainer_state=object(), log_metric=logs.log_metric,
-                        log_extra=logs.log_extra)
+        scores = reward(
+            prompts=["p"] * 3,
+            completions=[GOOD, BAD, "no code"],
+            completion_ids=[[1]] * 3,
+            tests=[ADD] * 3,
+            trainer_state=object(),
+            log_metric=logs.log_metric,
+            log_extra=logs.log_extra,
+        )
     finally:
         reward.close()
     assert scores == [1.0, 0.0, 0.0]
@@ -111,8 +128,10 @@ def test_none_filled_struct_fields_of_a_datasets_column_are_accepted(url: str) -
     """🤗 datasets gives every row of a struct column the union of the keys, None where a row lacks one."""
     import datasets
 
-    rows = [{"tests": {**ADD, "time_limit_s": 2.0}},
-            {"tests": {"tests": {**ADD["tests"], "fn_name": None}, "checker": "code_contests"}}]
+    rows = [
+        {"tests": {**ADD, "time_limit_s": 2.0}},
+        {"tests": {"tests": {**ADD["tests"], "fn_name": None}, "checker": "code_contests"}},
+    ]
     column = datasets.Dataset.from_list(rows)["tests"]
     assert column[0]["checker"] is None and column[1]["time_limit_s"] is None  # Arrow's fill
     reward = VerifierReward(url)

@@ -30,19 +30,38 @@ def _compose(config_dir: Path, name: str = "mucode_verl"):  # noqa: ANN202 - an 
         return compose(config_name=name)
 
 
-@pytest.mark.parametrize(("args", "mu", "loss_mode"), [
-    (["--config", "mu_grpo"], 1024, "mu_grpo"),
-    (["--config", "grpo_mu4", "batch.num_stages=8"], 4, "vanilla"),
-    (["--config", "m2po", "batch.updates_per_stage=64"], 64, "m2po"),
-])
-def test_written_run_composes_and_validates_in_verl(tmp_path: Path, args: list[str], mu: int,
-                                                    loss_mode: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "mu", "loss_mode"),
+    [
+        (["--config", "mu_grpo"], 1024, "mu_grpo"),
+        (["--config", "grpo_mu4", "batch.num_stages=8"], 4, "vanilla"),
+        (["--config", "m2po", "batch.updates_per_stage=64"], 64, "m2po"),
+    ],
+)
+def test_written_run_composes_and_validates_in_verl(
+    tmp_path: Path, args: list[str], mu: int, loss_mode: str
+) -> None:
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-    out = CliRunner().invoke(get_app(), [
-        "verl-config", *args, "--output", str(tmp_path), "--model", "Qwen/Qwen2.5-Math-7B",
-        "--train-files", "/data/train.parquet", "--verifier-url", "http://verifier-host:8000",
-        "--gpus-per-node", "4", "--nnodes", "2"])
+    out = CliRunner().invoke(
+        get_app(),
+        [
+            "verl-config",
+            *args,
+            "--output",
+            str(tmp_path),
+            "--model",
+            "Qwen/Qwen2.5-Math-7B",
+            "--train-files",
+            "/data/train.parquet",
+            "--verifier-url",
+            "http://verifier-host:8000",
+            "--gpus-per-node",
+            "4",
+            "--nnodes",
+            "2",
+        ],
+    )
     assert out.exit_code == 0, out.output
     written = tmp_path / "mucode_verl.yaml"
     assert f"--config-path {tmp_path.resolve()} --config-name mucode_verl" in out.stdout
@@ -104,7 +123,9 @@ def test_data_is_converted_when_no_train_files_are_given(tmp_path: Path) -> None
     train = Path(cfg["data"]["train_files"][0])
     assert train == (tmp_path / "train.parquet").resolve() and train.is_file()
     assert pq.read_table(train).num_rows > 0
-    assert Path(cfg["actor_rollout_ref"]["model"]["path"]).joinpath("config.json").is_file()  # "tiny" resolved
+    assert (
+        Path(cfg["actor_rollout_ref"]["model"]["path"]).joinpath("config.json").is_file()
+    )  # "tiny" resolved
 
 
 def test_objective_params_map_to_verl_keys_and_the_rest_is_warned_about() -> None:
@@ -118,18 +139,25 @@ def test_objective_params_map_to_verl_keys_and_the_rest_is_warned_about() -> Non
     mu = settings(["algo.ratio_upper=3", "algo.veto_scope=suffix", "algo.aggregation=token-mean"])
     assert (mu["loss_mode"], mu["clip_ratio_high"], mu["MUCODE_VETO_SCOPE"]) == ("mu_grpo", 2.0, "suffix")
     assert mu["loss_agg_mode"] == "token-mean" and "loss_scale_factor" not in mu
-    m2 = settings(["algo.objective=m2po", "algo.mode=water_fill", "algo.aggregation=seq-mean-token-sum-norm",
-                   "algo.norm_length=4096"])
+    m2 = settings(
+        [
+            "algo.objective=m2po",
+            "algo.mode=water_fill",
+            "algo.aggregation=seq-mean-token-sum-norm",
+            "algo.norm_length=4096",
+        ]
+    )
     assert (m2["loss_mode"], m2["MUCODE_M2PO_MODE"], m2["loss_scale_factor"]) == ("m2po", "water_fill", 4096)
     grpo = settings(["algo.objective=grpo", "algo.clip_high=0.28"])
     assert (grpo["clip_ratio_low"], grpo["clip_ratio_high"], grpo["clip_ratio_c"]) == (0.2, 0.28, 1e9)
     # parameters verl cannot take are named, not dropped silently
-    warned = verl_warnings(load_config(None, ["algo.objective=m2po", "algo.min_clip_low=0.2", "algo.max_abs_log_ratio=5"]))
+    warned = verl_warnings(
+        load_config(None, ["algo.objective=m2po", "algo.min_clip_low=0.2", "algo.max_abs_log_ratio=5"])
+    )
     assert any("algo.min_clip_low=0.2 has no verl equivalent" in w for w in warned)
     assert any("algo.max_abs_log_ratio=5.0 has no verl equivalent" in w for w in warned)
     with pytest.raises(UnknownNameError, match="valid names: grpo, m2po, mu_grpo"):
         VERL_LOSSES.get("scaled_pg")
-
 
 
 def test_small_data_and_no_validation_set_are_said(tmp_path: Path) -> None:
@@ -145,11 +173,26 @@ def test_small_data_and_no_validation_set_are_said(tmp_path: Path) -> None:
 
 def test_a_batch_that_fits_and_a_validation_set_give_no_warning(tmp_path: Path) -> None:
     data = ["batch.prompts_per_update=8", "batch.updates_per_stage=2"]  # 16 prompts a step: the 64 fit
-    first = CliRunner().invoke(get_app(), ["verl-config", "-c", "tiny", *data, "--output", str(tmp_path / "a")])
+    first = CliRunner().invoke(
+        get_app(), ["verl-config", "-c", "tiny", *data, "--output", str(tmp_path / "a")]
+    )
     assert first.exit_code == 0, first.output
     train = str(tmp_path / "a" / "train.parquet")
-    out = CliRunner().invoke(get_app(), ["verl-config", "-c", "tiny", *data, "--output", str(tmp_path / "b"),
-                                         "--train-files", train, "--val-files", train])
+    out = CliRunner().invoke(
+        get_app(),
+        [
+            "verl-config",
+            "-c",
+            "tiny",
+            *data,
+            "--output",
+            str(tmp_path / "b"),
+            "--train-files",
+            train,
+            "--val-files",
+            train,
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "warning:" not in out.stderr, out.stderr
     cfg = _compose(tmp_path / "b")

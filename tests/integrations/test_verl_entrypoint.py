@@ -43,8 +43,12 @@ pytestmark = pytest.mark.slow
 def _fresh_env(path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     python = path / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "base_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["verl"]
     subprocess.run([str(python), "-m", "pip", "install", "-q", *extra], check=True, timeout=600)
@@ -69,25 +73,49 @@ def _stop(proc: subprocess.Popen[str], ray_dir: str) -> None:
 
 def test_the_printed_verl_command_runs_past_config_validation(tmp_path: Path) -> None:
     python = _fresh_env(tmp_path / "venv")
-    out = CliRunner().invoke(get_app(), ["verl-config", "-c", "tiny", "--output", str(tmp_path / "run"),
-                                         "--verifier-url", "http://127.0.0.1:9"])
+    out = CliRunner().invoke(
+        get_app(),
+        [
+            "verl-config",
+            "-c",
+            "tiny",
+            "--output",
+            str(tmp_path / "run"),
+            "--verifier-url",
+            "http://127.0.0.1:9",
+        ],
+    )
     assert out.exit_code == 0, out.output
     (command,) = [line for line in out.stdout.splitlines() if "verl.trainer.main_ppo" in line]
     words = shlex.split(command)
     env_words = [w for w in words if re.match(r"^[A-Z_]+=", w)]
     argv = [str(python) if w == "python" else w for w in words if w not in env_words]
     ray_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay short
-    env = {**os.environ, **dict(w.split("=", 1) for w in env_words), "RAY_TMPDIR": ray_dir,
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "RAY_USAGE_STATS_ENABLED": "0"}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, cwd=tmp_path)
+    env = {
+        **os.environ,
+        **dict(w.split("=", 1) for w in env_words),
+        "RAY_TMPDIR": ray_dir,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        cwd=tmp_path,
+    )
     seen: list[str] = []
     try:
         deadline = time.monotonic() + 480
         assert proc.stdout is not None
         for line in proc.stdout:
             seen.append(line)
-            assert "ModuleNotFoundError: " not in line, "".join(seen[-20:])  # not the optional engines' warnings
+            assert "ModuleNotFoundError: " not in line, "".join(
+                seen[-20:]
+            )  # not the optional engines' warnings
             if TRAINER_IMPORTED in line or time.monotonic() > deadline:
                 break
     finally:

@@ -47,7 +47,9 @@ def test_none_runs_the_response_as_is() -> None:
 
 def test_evalplus_keeps_the_entry_point_and_drops_the_chatter() -> None:
     pytest.importorskip("evalplus")
-    response = "Sure!\n```python\nimport math\n\ndef f(x):\n    return math.floor(x)\n\nprint(f(2.5))\n```\nDone."
+    response = (
+        "Sure!\n```python\nimport math\n\ndef f(x):\n    return math.floor(x)\n\nprint(f(2.5))\n```\nDone."
+    )
     code = extract_code(response, "evalplus", "f")
     assert code is not None
     assert "def f(x)" in code and "import math" in code
@@ -55,7 +57,9 @@ def test_evalplus_keeps_the_entry_point_and_drops_the_chatter() -> None:
 
 
 def test_unknown_method_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="unknown extract method 'first_fence'; valid names: evalplus, last_fence, none"):
+    with pytest.raises(
+        ValueError, match="unknown extract method 'first_fence'; valid names: evalplus, last_fence, none"
+    ):
         extract_code("x", "first_fence")
 
 
@@ -74,7 +78,7 @@ def _reference_last_fence(response: str) -> str | None:
         for start in range(close - 1, -1, -1):
             o = fence(lines[start])
             if o is not None and o[:2] == c[:2] and not (o[0] == "`" and "`" in o[2]):
-                body = lines[start + 1:close]
+                body = lines[start + 1 : close]
                 return "\n".join(body) + "\n" if body else ""
     return None
 
@@ -90,8 +94,26 @@ def _lcb_extract_code(model_output: str) -> str:
 
 def test_same_blocks_as_the_reference_on_random_responses() -> None:
     rng = random.Random(1234)
-    pieces = ["```", "````", "~~~", "~~~~", "~~~~~", "`", "~", "python", "py`", " ", "\t", "\n", "\n", "\n",
-              "x = 1", "\r", "a", "<|im_end|>"]
+    pieces = [
+        "```",
+        "````",
+        "~~~",
+        "~~~~",
+        "~~~~~",
+        "`",
+        "~",
+        "python",
+        "py`",
+        " ",
+        "\t",
+        "\n",
+        "\n",
+        "\n",
+        "x = 1",
+        "\r",
+        "a",
+        "<|im_end|>",
+    ]
     for _ in range(20_000):
         response = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
         assert last_fence(response) == _reference_last_fence(response), repr(response)

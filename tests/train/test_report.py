@@ -17,9 +17,16 @@ from mucode.train.report import RunReport, load_run, time_to_accuracy
 
 
 def _run(name: str, evals: list[tuple[float, float]]) -> RunReport:
-    return RunReport(name=name, path=Path(name), metric="pass@1", benchmarks=[],
-                     evals=[{"update": 10 * (i + 1), "eval/score": s, "time/train_since_start": t}
-                            for i, (s, t) in enumerate(evals)])
+    return RunReport(
+        name=name,
+        path=Path(name),
+        metric="pass@1",
+        benchmarks=[],
+        evals=[
+            {"update": 10 * (i + 1), "eval/score": s, "time/train_since_start": t}
+            for i, (s, t) in enumerate(evals)
+        ],
+    )
 
 
 def test_time_to_accuracy_is_the_time_to_the_lower_best_score() -> None:
@@ -34,12 +41,25 @@ def test_time_to_accuracy_is_the_time_to_the_lower_best_score() -> None:
 
 def test_report_on_two_tiny_runs(small_policy: Path, plugins_on_path: Path, tmp_path: Path) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
-    evaluation = ["eval.benchmarks=[math500, amc23]", f"eval.data_dir={MATH_DATA_DIR}", "eval.limit=2",
-                  "eval.samples_per_problem=2"]
+    evaluation = [
+        "eval.benchmarks=[math500, amc23]",
+        f"eval.data_dir={MATH_DATA_DIR}",
+        "eval.limit=2",
+        "eval.samples_per_problem=2",
+    ]
     mu_dir, grpo_dir = tmp_path / "mu_grpo", tmp_path / "grpo"
-    run_training(load_config(None, [*run_overrides(small_policy, data, mu_dir, train__eval_every=3), *evaluation]))
-    run_training(load_config("grpo_mu4", [*run_overrides(small_policy, data, grpo_dir, train__eval_every=3,
-                                                         batch__updates_per_stage=3), *evaluation]))
+    run_training(
+        load_config(None, [*run_overrides(small_policy, data, mu_dir, train__eval_every=3), *evaluation])
+    )
+    run_training(
+        load_config(
+            "grpo_mu4",
+            [
+                *run_overrides(small_policy, data, grpo_dir, train__eval_every=3, batch__updates_per_stage=3),
+                *evaluation,
+            ],
+        )
+    )
 
     out = CliRunner().invoke(get_app(), ["report", str(grpo_dir), str(mu_dir)])
     assert out.exit_code == 0, out.output
@@ -76,7 +96,9 @@ def test_report_on_a_run_without_evaluation_says_so(tmp_path: Path) -> None:
     metrics = MetricsLogger(run_dir, tensorboard=False)
     metrics.log_update({"update": 1, "stage": 0, "update_in_stage": 1, "stale/veto_token_frac": 0.01})
     metrics.close()
-    (run_dir / "summary.json").write_text(json.dumps({"totals": {"time/total": 3600.0, "time/rollout": 1800.0}}))
+    (run_dir / "summary.json").write_text(
+        json.dumps({"totals": {"time/total": 3600.0, "time/rollout": 1800.0}})
+    )
     out = CliRunner().invoke(get_app(), ["report", str(run_dir)])
     assert out.exit_code == 0, out.output
     assert "no_eval has no evaluation (no eval in metrics.jsonl, no best.json)" in out.stdout

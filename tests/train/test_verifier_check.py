@@ -69,12 +69,21 @@ def test_a_ready_verifier_passes() -> None:
         check_verifiers([url], wait_s=1.0)
 
 
-def test_train_against_a_closed_port_exits_non_zero_within_a_minute(small_policy: Path, tmp_path: Path) -> None:
+def test_train_against_a_closed_port_exits_non_zero_within_a_minute(
+    small_policy: Path, tmp_path: Path
+) -> None:
     url = f"http://127.0.0.1:{_closed_port()}"
     run_dir = tmp_path / "run"
     data = write_tasks(tmp_path / "tasks.jsonl", "math")
-    args = [sys.executable, "-c", "from mucode.cli import main; main()", "train", "--no-plot",
-            *run_overrides(small_policy, data, run_dir), f"verifier.url={url}"]
+    args = [
+        sys.executable,
+        "-c",
+        "from mucode.cli import main; main()",
+        "train",
+        "--no-plot",
+        *run_overrides(small_policy, data, run_dir),
+        f"verifier.url={url}",
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     start = time.monotonic()
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env, check=False)

@@ -27,8 +27,9 @@ def test_a_resume_logs_to_the_same_wandb_run(tmp_path: Path, monkeypatch: pytest
     first.close()
     assert (run_dir / "wandb_id").read_text().strip() == first_id
 
-    resumed = MetricsLogger(run_dir, tensorboard=False, wandb_project="mucode-test", run_name="r",
-                            resume_after_update=1)
+    resumed = MetricsLogger(
+        run_dir, tensorboard=False, wandb_project="mucode-test", run_name="r", resume_after_update=1
+    )
     resumed.log_update({"update": 2, "stage": 0, "reward/mean": 0.6})
     resumed_id = resumed._wandb.id  # noqa: SLF001
     resumed.close()

@@ -24,19 +24,22 @@ from transformers import AutoTokenizer
 
 from mucode.assets import tiny_policy_path
 from mucode.verifier.local import local_verifier
-from mucode.verifier.protocol import Status
+from mucode.protocol import Status
 
 ADD_TESTS = {"tests": {"format": "stdio", "inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]}}
 GOOD = "Here it is:\n```python\na, b = map(int, input().split())\nprint(a + b)\n```"
 WRONG = "```python\nprint(0)\n```"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local sandbox backend needs root (CI runs as root)")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the local sandbox backend needs root (CI runs as root)"
+)
 
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    with local_verifier("local", programs=["math", "code"], math_workers=1,
-                        backend_options={"slots": 2, "uid_base": 64100}) as base:
+    with local_verifier(
+        "local", programs=["math", "code"], math_workers=1, backend_options={"slots": 2, "uid_base": 64100}
+    ) as base:
         yield f"{base}/openrlhf/reward"
 
 
@@ -46,8 +49,12 @@ def tokenizer() -> Any:
 
 
 def _openrlhf_query(tokenizer: Any, prompt: str, response: str) -> str:
-    prompt_token_ids = tokenizer(text=prompt, add_special_tokens=False, return_tensors="pt")["input_ids"][0].tolist()
-    action_token_ids = tokenizer(text=response, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    prompt_token_ids = tokenizer(text=prompt, add_special_tokens=False, return_tensors="pt")["input_ids"][
+        0
+    ].tolist()
+    action_token_ids = tokenizer(text=response, add_special_tokens=False)["input_ids"] + [
+        tokenizer.eos_token_id
+    ]
     return str(tokenizer.decode(prompt_token_ids + action_token_ids, skip_special_tokens=False))
 
 
@@ -61,10 +68,15 @@ async def _post(url: str, query: str, prompt: str, label: Any) -> dict[str, Any]
 
 
 def _reward(url: str, tokenizer: Any, response: str, label: Any) -> dict[str, Any]:
-    prompt = str(tokenizer.apply_chat_template([{"role": "user", "content": "Add two numbers."}], tokenize=False,
-                                               add_generation_prompt=True))
+    prompt = str(
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": "Add two numbers."}], tokenize=False, add_generation_prompt=True
+        )
+    )
     query = _openrlhf_query(tokenizer, prompt, response)
-    assert query.endswith("```<|im_end|>") or query.endswith("}<|im_end|>"), query  # what OpenRLHF really posts
+    assert query.endswith("```<|im_end|>") or query.endswith("}<|im_end|>"), (
+        query
+    )  # what OpenRLHF really posts
     return asyncio.run(_post(url, query, prompt, label))
 
 
@@ -88,7 +100,9 @@ def test_extra_logs_carry_every_status_with_the_same_keys(url: str, tokenizer: A
     crash = _reward(url, tokenizer, "```python\nraise SystemExit(3)\n```", ADD_TESTS)["extra_logs"]
     keys = {"correct"} | {f"status/{s.value}" for s in Status}
     assert set(wrong) == set(crash) == keys
-    assert wrong["status/wrong_answer"] == [1.0] and sum(v[0] for k, v in wrong.items() if k != "correct") == 1.0
+    assert (
+        wrong["status/wrong_answer"] == [1.0] and sum(v[0] for k, v in wrong.items() if k != "correct") == 1.0
+    )
     assert crash["status/runtime_error"] == [1.0] and crash["status/wrong_answer"] == [0.0]
 
 

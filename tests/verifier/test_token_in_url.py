@@ -46,16 +46,25 @@ def test_a_token_in_the_query_string_is_accepted(port: str) -> None:
     assert r.status_code == 200 and r.json()["rewards"] == [1.0], r.text
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:{port}/openrlhf/reward",
-                                 "http://mucode:wrong@127.0.0.1:{port}/openrlhf/reward",
-                                 "http://127.0.0.1:{port}/openrlhf/reward?token=wrong"],
-                         ids=["none", "wrong-credentials", "wrong-query"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/openrlhf/reward",
+        "http://mucode:wrong@127.0.0.1:{port}/openrlhf/reward",
+        "http://127.0.0.1:{port}/openrlhf/reward?token=wrong",
+    ],
+    ids=["none", "wrong-credentials", "wrong-query"],
+)
 def test_a_missing_or_wrong_token_is_a_401_naming_the_ways(port: str, url: str) -> None:
     r = requests.post(url.format(port=port), json=BODY, timeout=60)
     assert r.status_code == 401 and "?token=<token>" in r.text, r.text
 
 
 def test_the_bearer_header_still_works(port: str) -> None:
-    r = requests.post(f"http://127.0.0.1:{port}/openrlhf/reward", json=BODY, timeout=60,
-                      headers={"Authorization": f"Bearer {TOKEN}"})
+    r = requests.post(
+        f"http://127.0.0.1:{port}/openrlhf/reward",
+        json=BODY,
+        timeout=60,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
     assert r.status_code == 200, r.text

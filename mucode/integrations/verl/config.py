@@ -34,8 +34,20 @@ from mucode.algo.modes import LossAggregation, StdEstimator
 from mucode.config import MucodeConfig
 from mucode.registry import Registry
 
-__all__ = ["EXTERNAL_MODULE", "VERL_LOSSES", "VerlRun", "verl_command", "verl_overrides", "verl_run_config", "verl_settings",
-           "parquet_rows", "verl_run_warnings", "verl_warnings", "write_verl_parquet", "write_verl_run"]
+__all__ = [
+    "EXTERNAL_MODULE",
+    "VERL_LOSSES",
+    "VerlRun",
+    "verl_command",
+    "verl_overrides",
+    "verl_run_config",
+    "verl_settings",
+    "parquet_rows",
+    "verl_run_warnings",
+    "verl_warnings",
+    "write_verl_parquet",
+    "write_verl_run",
+]
 
 EXTERNAL_MODULE = "mucode.integrations.verl.register"
 CONFIG_NAME = "mucode_verl"
@@ -73,26 +85,38 @@ class _VerlLoss:
 
 
 def _mu_grpo(p: Any) -> list[tuple[str, Any]]:
-    return [(f"{ENV}.MUCODE_VETO_SCOPE", p.veto_scope.value), (f"{ENV}.MUCODE_VETO_THRESHOLD", str(p.veto_threshold)),
-            (f"{ACTOR}.policy_loss.loss_mode", "mu_grpo"), (f"{ACTOR}.clip_ratio_high", p.ratio_upper - 1.0)]
+    return [
+        (f"{ENV}.MUCODE_VETO_SCOPE", p.veto_scope.value),
+        (f"{ENV}.MUCODE_VETO_THRESHOLD", str(p.veto_threshold)),
+        (f"{ACTOR}.policy_loss.loss_mode", "mu_grpo"),
+        (f"{ACTOR}.clip_ratio_high", p.ratio_upper - 1.0),
+    ]
 
 
 def _m2po(p: Any) -> list[tuple[str, Any]]:
-    return [(f"{ENV}.MUCODE_M2PO_THRESHOLD", str(p.m2_threshold)), (f"{ENV}.MUCODE_M2PO_MODE", p.mode.value),
-            (f"{ACTOR}.policy_loss.loss_mode", "m2po")]
+    return [
+        (f"{ENV}.MUCODE_M2PO_THRESHOLD", str(p.m2_threshold)),
+        (f"{ENV}.MUCODE_M2PO_MODE", p.mode.value),
+        (f"{ACTOR}.policy_loss.loss_mode", "m2po"),
+    ]
 
 
 def _grpo(p: Any) -> list[tuple[str, Any]]:
     # verl's own vanilla PPO-clip loss, which always applies dual-clip to A<0 tokens
-    return [(f"{ACTOR}.policy_loss.loss_mode", "vanilla"), (f"{ACTOR}.clip_ratio_low", p.clip_low),
-            (f"{ACTOR}.clip_ratio_high", p.clip_high),
-            (f"{ACTOR}.clip_ratio_c", p.dual_clip if p.dual_clip is not None else _NO_LIMIT)]
+    return [
+        (f"{ACTOR}.policy_loss.loss_mode", "vanilla"),
+        (f"{ACTOR}.clip_ratio_low", p.clip_low),
+        (f"{ACTOR}.clip_ratio_high", p.clip_high),
+        (f"{ACTOR}.clip_ratio_c", p.dual_clip if p.dual_clip is not None else _NO_LIMIT),
+    ]
 
 
 _COMMON = ("aggregation", "norm_length")
 VERL_LOSSES: Registry[_VerlLoss] = Registry("objective with a verl loss")
 """The objectives a verl run can optimize, by name (mu_grpo and m2po through mucode's adapters)."""
-VERL_LOSSES.register("mu_grpo", _VerlLoss(_mu_grpo, (*_COMMON, "ratio_upper", "veto_scope", "veto_threshold")))
+VERL_LOSSES.register(
+    "mu_grpo", _VerlLoss(_mu_grpo, (*_COMMON, "ratio_upper", "veto_scope", "veto_threshold"))
+)
 VERL_LOSSES.register("m2po", _VerlLoss(_m2po, (*_COMMON, "m2_threshold", "mode")))
 VERL_LOSSES.register("grpo", _VerlLoss(_grpo, (*_COMMON, "clip_low", "clip_high", "dual_clip")))
 
@@ -165,8 +189,10 @@ def _run_settings(cfg: MucodeConfig, run: VerlRun) -> list[tuple[str, Any]]:
 
 def verl_run_config(cfg: MucodeConfig, run: VerlRun) -> dict[str, Any]:
     """The nested verl config file (a dict to dump as YAML) for ``cfg`` on ``run``."""
-    tree: dict[str, Any] = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]},
-                            "defaults": ["ppo_trainer", "_self_"]}
+    tree: dict[str, Any] = {
+        "hydra": {"searchpath": ["pkg://verl.trainer.config"]},
+        "defaults": ["ppo_trainer", "_self_"],
+    }
     for key, value in [*verl_settings(cfg), *_run_settings(cfg, run)]:
         node = tree
         *parents, leaf = key.split(".")
@@ -187,8 +213,9 @@ def write_verl_run(cfg: MucodeConfig, run: VerlRun, out_dir: Path) -> tuple[Path
     env = f"VERL_USE_EXTERNAL_MODULES={EXTERNAL_MODULE}"
     if run.verifier_url:
         env += f" MUCODE_VERIFIER_URL={run.verifier_url}"
-    command = (f"{env} python -m verl.trainer.main_ppo --config-path {out_dir.resolve()} "
-               f"--config-name {CONFIG_NAME}")
+    command = (
+        f"{env} python -m verl.trainer.main_ppo --config-path {out_dir.resolve()} --config-name {CONFIG_NAME}"
+    )
     return path, command
 
 
@@ -205,15 +232,22 @@ def write_verl_parquet(records: Iterable[Any], path: Path, *, data_source: str =
     rows = []
     for index, record in enumerate(records):
         answer = record.spec.get("answer") if record.program == "math" else None
-        rows.append({
-            "data_source": data_source,
-            "prompt": [{"role": m["role"], "content": m["content"]} for m in record.messages],
-            "ability": record.program,
-            "reward_model": {"style": "rule",
-                             "ground_truth": str(answer) if answer is not None else json.dumps(record.spec)},
-            "extra_info": {"index": index, "prompt_id": record.prompt_id,
-                           "mucode": json.dumps({"program": record.program, "spec": record.spec})},
-        })
+        rows.append(
+            {
+                "data_source": data_source,
+                "prompt": [{"role": m["role"], "content": m["content"]} for m in record.messages],
+                "ability": record.program,
+                "reward_model": {
+                    "style": "rule",
+                    "ground_truth": str(answer) if answer is not None else json.dumps(record.spec),
+                },
+                "extra_info": {
+                    "index": index,
+                    "prompt_id": record.prompt_id,
+                    "mucode": json.dumps({"program": record.program, "spec": record.spec}),
+                },
+            }
+        )
     if not rows:
         raise ValueError(f"no records to write to {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,11 +284,15 @@ def verl_warnings(cfg: MucodeConfig) -> list[str]:
     default = type(params)()
     for f in fields(params):
         if f.name not in carried and getattr(params, f.name) != getattr(default, f.name):
-            out.append(f"algo.{f.name}={getattr(params, f.name)} has no verl equivalent; verl runs the default "
-                       f"{getattr(default, f.name)}")
+            out.append(
+                f"algo.{f.name}={getattr(params, f.name)} has no verl equivalent; verl runs the default "
+                f"{getattr(default, f.name)}"
+            )
     if not cfg.algo.recompute_behaviour_logprobs:
-        out.append("verl recomputes the behaviour log-probs with the actor (decoupled mode); "
-                   "the engine's stored log-probs are not used there")
+        out.append(
+            "verl recomputes the behaviour log-probs with the actor (decoupled mode); "
+            "the engine's stored log-probs are not used there"
+        )
     return out
 
 
@@ -263,14 +301,18 @@ def verl_run_warnings(cfg: MucodeConfig, run: VerlRun, train_rows: int | None) -
     out = []
     batch = cfg.batch.prompts_per_update * cfg.batch.updates_per_stage
     if train_rows is not None and train_rows < batch:
-        out.append(f"the training data has {train_rows} prompts, fewer than one verl step's batch "
-                   f"(data.train_batch_size = {cfg.batch.prompts_per_update} x {cfg.batch.updates_per_stage} = {batch}); "
-                   "verl drops the incomplete batch and would train 0 steps: add data or lower "
-                   "batch.updates_per_stage / batch.prompts_per_update")
+        out.append(
+            f"the training data has {train_rows} prompts, fewer than one verl step's batch "
+            f"(data.train_batch_size = {cfg.batch.prompts_per_update} x {cfg.batch.updates_per_stage} = {batch}); "
+            "verl drops the incomplete batch and would train 0 steps: add data or lower "
+            "batch.updates_per_stage / batch.prompts_per_update"
+        )
     if not run.val_files:
-        out.append("no --val-files: verl's validation is off (trainer.val_before_train=false, test_freq=-1; the "
-                   "training files fill data.val_files only because verl requires some); pass --val-files for a "
-                   "held-out set, or evaluate the checkpoints with `mucode eval` on the benchmarks")
+        out.append(
+            "no --val-files: verl's validation is off (trainer.val_before_train=false, test_freq=-1; the "
+            "training files fill data.val_files only because verl requires some); pass --val-files for a "
+            "held-out set, or evaluate the checkpoints with `mucode eval` on the benchmarks"
+        )
     return out
 
 

@@ -27,7 +27,8 @@ from fastapi import APIRouter, Header, HTTPException, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from mucode.verifier.deps import Authorized, VerifierDep
-from mucode.verifier.protocol import ErrorResponse, Item, Status, VerifyRequest
+from mucode.protocol import Item, Status
+from mucode.verifier.schemas import ErrorResponse, VerifyRequest
 from mucode.verifier.routers.verify import score_request
 from mucode.verifier.samples import strip_special_tokens, to_item
 
@@ -37,42 +38,68 @@ router = APIRouter(tags=["openrlhf"])
 class OpenRLHFRequest(BaseModel):
     """What OpenRLHF's remote reward client sends (``metas`` and other extra fields are ignored)."""
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [{
-        "query": ["What is 1/2 + 1/2?\nIt is \\boxed{1}"], "prompts": ["What is 1/2 + 1/2?\n"], "labels": ["1"]}]})
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={
+            "examples": [
+                {
+                    "query": ["What is 1/2 + 1/2?\nIt is \\boxed{1}"],
+                    "prompts": ["What is 1/2 + 1/2?\n"],
+                    "labels": ["1"],
+                }
+            ]
+        },
+    )
 
     query: list[str] = Field(description="Prompt + response of each sample, as one string.")
-    prompts: list[str] = Field(default_factory=list, description="The prompt of each sample (stripped from query).")
-    labels: list[Any] = Field(default_factory=list, description="The label column, any JSON value: a math answer "
-                              "(text or number), a spec dict or its JSON text (code spec, {program, spec}).")
+    prompts: list[str] = Field(
+        default_factory=list, description="The prompt of each sample (stripped from query)."
+    )
+    labels: list[Any] = Field(
+        default_factory=list,
+        description="The label column, any JSON value: a math answer "
+        "(text or number), a spec dict or its JSON text (code spec, {program, spec}).",
+    )
 
 
 class OpenRLHFResponse(BaseModel):
     rewards: list[float]
     scores: list[float]
-    extra_logs: dict[str, list[float]] = Field(description="Per-sample 0/1 flags OpenRLHF logs: `correct` and "
-                                               "`status/<name>` for every status.")
+    extra_logs: dict[str, list[float]] = Field(
+        description="Per-sample 0/1 flags OpenRLHF logs: `correct` and `status/<name>` for every status."
+    )
 
 
 def _items(request: OpenRLHFRequest) -> list[Item]:
     n = len(request.query)
     if len(request.prompts) not in (0, n) or len(request.labels) != n:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=(
-            f"query has {n} samples, prompts {len(request.prompts)}, labels {len(request.labels)}: "
-            "send one label (and one prompt) per query"))
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail=(
+                f"query has {n} samples, prompts {len(request.prompts)}, labels {len(request.labels)}: "
+                "send one label (and one prompt) per query"
+            ),
+        )
     items = []
     for i, (query, label) in enumerate(zip(request.query, request.labels, strict=True)):
         prompt = request.prompts[i] if request.prompts else ""
-        response = query[len(prompt):] if prompt and query.startswith(prompt) else query
+        response = query[len(prompt) :] if prompt and query.startswith(prompt) else query
         try:
             items.append(to_item("openrlhf", strip_special_tokens(response), label, {"index": i}))
         except (ValueError, KeyError, TypeError) as exc:
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=(
-                f"label {i} ({str(label)[:80]!r}) is not a math answer or a spec: {exc}")) from exc
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                detail=(f"label {i} ({str(label)[:80]!r}) is not a math answer or a spec: {exc}"),
+            ) from exc
     return items
 
 
-@router.post("/openrlhf/reward", response_model=OpenRLHFResponse, dependencies=[Authorized],
-             responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 503)})
+@router.post(
+    "/openrlhf/reward",
+    response_model=OpenRLHFResponse,
+    dependencies=[Authorized],
+    responses={code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 503)},
+)
 async def openrlhf_reward(
     request: OpenRLHFRequest,
     verifier: VerifierDep,
@@ -83,9 +110,13 @@ async def openrlhf_reward(
     failed = [(i, r) for i, r in enumerate(results) if r.infra]
     if failed:
         i, r = failed[0]
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=(
-            f"{len(failed)} of {len(results)} samples could not be scored (sample {i}: {r.status}: "
-            f"{r.error}); retry later — a 0 here would train on it as a wrong answer"))
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail=(
+                f"{len(failed)} of {len(results)} samples could not be scored (sample {i}: {r.status}: "
+                f"{r.error}); retry later — a 0 here would train on it as a wrong answer"
+            ),
+        )
     rewards = [float(r.reward) for r in results]
     logs = {"correct": [float(r.status is Status.correct) for r in results]}
     logs |= {f"status/{s.value}": [float(r.status is s) for r in results] for s in Status}
