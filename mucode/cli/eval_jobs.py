@@ -20,6 +20,7 @@ from mucode.eval.core import SamplesSource
 from mucode.eval.evalplus.evaluate import (
     EVALPLUS_DATASETS,
     evalplus_hash,
+    evalplus_prompts,
     evaluate_evalplus,
     read_evalplus_samples,
 )
@@ -32,7 +33,7 @@ from mucode.eval.protocols import Protocol, math_template
 from mucode.eval.upstream import (
     is_lcb_generations,
     read_lcb_generations,
-    write_evalplus_results,
+    write_evalplus_upstream,
     write_lcb_eval,
 )
 
@@ -169,7 +170,11 @@ def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: i
     if common.samples is not None:
         if len(names) != 1:
             raise ValueError("--samples scores one data set: pass --datasets humaneval or --datasets mbpp")
-        file_samples = {names[0]: read_evalplus_samples(common.samples)}
+        file_samples = {
+            names[0]: read_evalplus_samples(
+                common.samples, prompts=lambda: evalplus_prompts(names[0], override_path=paths.get(names[0]))
+            )
+        }
     hashes: dict[str, str] = {}
 
     def evaluate(source: Any, **kw: Any) -> dict[str, Any]:
@@ -181,7 +186,7 @@ def prepare_evalplus(common: Any, protocol: Protocol, *, limit: int | None, n: i
         return {d: {"file": str(paths.get(d) or "evalplus release"), "hash": hashes[d]} for d in names}
 
     def upstream(got: dict[str, Any], out: Path) -> list[Path]:
-        return [write_evalplus_results(got[d], Path(out) / f"{d}_eval_results.json", hashes[d]) for d in got]
+        return [write_evalplus_upstream(got[d], out, hashes[d], d, common.samples) for d in got]
 
     return CliJob(protocol, evaluate, "EvalPlus", style, data, needs_engine=file_samples is None,
                   upstream=upstream, upstream_dir=upstream_dir, upstream_label="evalplus")  # fmt: skip

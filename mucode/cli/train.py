@@ -106,7 +106,8 @@ def report(
         raise typer.Exit(2) from None
     typer.echo(render_report(runs))
     if not no_plot:
-        typer.echo(f"plot: {plot_accuracy(runs, plot_path or run_dirs[0] / 'accuracy_vs_time.png')}")
+        drawn = plot_accuracy(runs, plot_path or run_dirs[0] / "accuracy_vs_time.png")
+        typer.echo(f"plot: {drawn}" if drawn else "plot: none (no run has an evaluation)")
 
 
 def export(

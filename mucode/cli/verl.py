@@ -83,6 +83,8 @@ def verl_config(
             run = _convert_data(cfg, run, output)
         path, command = vc.write_verl_run(cfg, run, output)
         typer.echo(f"wrote {path}")
+        for warning in vc.verl_run_warnings(cfg, run, vc.parquet_rows(run.train_files)):
+            typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
         if not url:
             typer.secho(
                 "note: no verifier URL: start one (`mucode serve` or `docker compose up`) and pass "

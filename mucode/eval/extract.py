@@ -1,20 +1,14 @@
-"""Code extraction from a model response, as LiveCodeBench does it.
+"""Code extraction from a model response for the LiveCodeBench evaluator: mucode's one rule.
 
-LiveCodeBench (`lcb_runner/utils/extraction_utils.py`) splits the response into lines, finds every
-line that contains a fence (```), and takes the lines strictly between the last two such lines. A
-response with fewer than two fence lines has no code (scored as a failure, status `no_code`). The
-language tag on the opening fence is ignored, as it is there.
+``mucode.rewards.extract.last_fenced_block`` is LiveCodeBench's rule (`lcb_runner/utils/extraction_utils.py`:
+the lines between the last two fence lines) made exact about what a fence line is; the verifier, the
+training adapters and this evaluator share it, so training never scores 0 what evaluation accepts.
+Its docstring lists the examples and the (rare) responses on which LiveCodeBench's own extractor
+differs. A response without a closed block has no code (status `no_code`).
 """
 
 from __future__ import annotations
 
+from mucode.rewards.extract import last_fenced_block
+
 __all__ = ["last_fenced_block"]
-
-
-def last_fenced_block(response: str) -> str | None:
-    """The code between the last two fence lines of `response`, or None if there is no fenced block."""
-    lines = response.split("\n")
-    fences = [i for i, line in enumerate(lines) if "```" in line]
-    if len(fences) < 2:
-        return None
-    return "\n".join(lines[fences[-2] + 1 : fences[-1]])

@@ -162,6 +162,8 @@ class StreamingJudge:
         self._session: VerifierSession | None = None
         self._sent = 0
         self._done = 0
+        self._unverified = 0
+        self._first_error = ""
 
     def __enter__(self) -> StreamingJudge:
         return self
@@ -258,10 +260,21 @@ class StreamingJudge:
             with self._lock:
                 for waiting in self._in_flight.pop(sha, [part]):
                     self.verdicts[(waiting.problem_id, waiting.index, waiting.part)] = row
-                self._done += 1
+                if result.infra:  # no verdict: never counted as verified
+                    self._unverified += 1
+                    self._first_error = (
+                        self._first_error or f"{result.status.value}: {(result.error or '')[:200]}"
+                    )
+                else:
+                    self._done += 1
         self.store.add_verdicts(rows)
-        resent = f" ({scored.resends} re-sends)" if scored.resends else ""
-        self.say(f"verified {self._done}/{self._sent} items{resent}")
+        self.say(self._progress_line(scored.resends))
+
+    def _progress_line(self, resends: int) -> str:
+        line = f"verified {self._done}/{self._sent} items"
+        if self._unverified:
+            line += f", {self._unverified} could not be verified (first: {self._first_error})"
+        return line + (f" ({resends} re-sends)" if resends else "")
 
 
 def _last_stdout_head(details: dict[str, Any]) -> str:

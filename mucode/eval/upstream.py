@@ -14,6 +14,12 @@ EvalPlus (`evalplus/evaluate.py`, 0.3.1): samples as it reads them (`read_evalpl
 "base_status", "plus_status", "base_fail_tests", "plus_fail_tests"}]}}` with statuses `pass`,
 `fail`, `timeout` — `write_evalplus_results`; `*_fail_tests` holds the input that failed (evalplus's
 fast check: the first failing one), empty when the code failed before any input ran, as there.
+`evalplus.evaluate --samples S` looks for its results at `S` with `.jsonl` replaced by
+`_eval_results.json` (a folder: `S/eval_results.json`), so `write_evalplus_upstream` writes the pair
+evalplus expects into the output folder: `NAME.jsonl` (`{"task_id", "solution"}` per sample, the
+code judged) and `NAME_eval_results.json`, NAME being the samples file's name without `.jsonl` (the
+data set's name for generated samples or a samples folder); `evalplus.evaluate --dataset D --samples
+OUT/NAME.jsonl` then loads mucode's results instead of running anything.
 """
 
 from __future__ import annotations
@@ -27,7 +33,13 @@ from mucode.eval.core import Collected
 from mucode.eval.passk import pass_at_k
 from mucode.eval.store import INFRA_STATUSES
 
-__all__ = ["is_lcb_generations", "read_lcb_generations", "write_evalplus_results", "write_lcb_eval"]
+__all__ = [
+    "is_lcb_generations",
+    "read_lcb_generations",
+    "write_evalplus_results",
+    "write_evalplus_upstream",
+    "write_lcb_eval",
+]
 
 _LCB_ERROR_CODES = {"wrong_answer": -2, "time_limit": -3}
 
@@ -127,6 +139,28 @@ def _failed_inputs(task: Any, pid: str, which: str, verdict: dict[str, Any]) -> 
 
         failed = mbpp_serialize_inputs(pid, failed)
     return failed
+
+
+def write_evalplus_upstream(
+    collected: Collected,
+    out_dir: str | Path,
+    dataset_hash: str,
+    dataset: str,
+    samples: str | Path | None = None,
+) -> Path:
+    """Writes `NAME.jsonl` and `NAME_eval_results.json` into `out_dir` (module docstring); returns the latter."""
+    source = Path(samples) if samples is not None else None
+    name = source.name[: -len(".jsonl")] if source is not None and source.name.endswith(".jsonl") else dataset
+    task: Any = collected.task
+    lines = [
+        json.dumps({"task_id": pid, "solution": task.solution(pid, response)})
+        for pid, responses in collected.responses.items()
+        for response in responses
+    ]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.jsonl").write_text("".join(line + "\n" for line in lines))
+    return write_evalplus_results(collected, out / f"{name}_eval_results.json", dataset_hash)
 
 
 def write_evalplus_results(collected: Collected, path: str | Path, dataset_hash: str) -> Path:

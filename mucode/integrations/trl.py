@@ -17,6 +17,14 @@ rules of the verl adapter and the OpenRLHF route):
    ``{"inputs", "outputs", "fn_name"?}``), as a dict or JSON text: a code item;
 3. otherwise the ``solution`` column (TRL's name for the reference answer; configurable): a math item.
 
+The verifier's verdicts reach TRL's logs through the two callbacks TRL (1.x, checked against 1.16's
+``GRPOTrainer._calculate_rewards``) passes every reward function: ``log_metric(name, value)`` gets,
+per batch, the fraction of completions with each status (``<name>/status/<status>``, every status
+every call, so the keys agree across ranks), averaged by TRL over the logging step beside ``kl`` and
+``entropy``; ``log_extra(column, values)`` gets each completion's status (column
+``<name>_status``) for TRL's completions table. Older TRL versions pass neither; nothing is logged then.
+A row read by 🤗 datasets from a struct column has ``None`` for keys it lacks; ``to_item`` drops them.
+
 Deviation from TRL's own reward functions: an infrastructure failure (verifier unreachable, sandbox
 error after the session's retries) raises ``VerifierUnavailableError``. TRL would read ``None`` as
 "not applicable" and sum it to a reward of 0, which the policy would learn from as a wrong answer.
@@ -26,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mucode.protocol import Item
+from mucode.protocol import Item, Result, Status
 from mucode.verifier.samples import to_item
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 
@@ -55,7 +63,18 @@ class VerifierReward:
         items = [self._item(i, completion, columns) for i, completion in enumerate(completions)]
         if not items:
             return []
-        return [float(result.reward) for result in self.session.verify(items, strict=True)]
+        results = self.session.verify(items, strict=True)
+        self._log(results, columns.get("log_metric"), columns.get("log_extra"))
+        return [float(result.reward) for result in results]
+
+    def _log(self, results: list[Result], log_metric: Any, log_extra: Any) -> None:
+        """The status breakdown to TRL's ``log_metric`` / ``log_extra`` callbacks, when TRL passes them."""
+        if callable(log_metric):
+            for status in Status:
+                share = sum(r.status is status for r in results) / len(results)
+                log_metric(f"{self.__name__}/status/{status.value}", share)
+        if callable(log_extra):
+            log_extra(f"{self.__name__}_status", [r.status.value for r in results])
 
     def _item(self, i: int, completion: Any, columns: dict[str, Any]) -> Item:
         row = {

@@ -1,18 +1,35 @@
 """Getting the program out of a model response, selected by ``spec.extract``.
 
-- ``last_fence`` (default): the body of the response's last fenced block (```` ``` ```` or ``~~~``,
-  any info string without backticks; the closing fence repeats the opening one exactly). An
-  unterminated last fence (a response cut off at the length limit) counts as no code: running half a
-  program would only produce noise.
+- ``last_fence`` (default): the body of the response's last fenced block. The one rule of mucode for
+  fenced code — the verifier, the TRL/verl/OpenRLHF adapters and the LiveCodeBench evaluator all use
+  ``last_fenced_block`` — and LiveCodeBench's rule (``lcb_runner/utils/extraction_utils.py``: the lines
+  between the last two lines holding a fence) made exact about what a fence is:
+
+  * a *fence line* starts (after spaces or tabs) with a run of 3 or more backticks or tildes;
+  * the block closes at the response's last fence line that has an opening fence before it; whatever
+    follows the closing run on that line (an EOS marker, trailing prose) does not matter;
+  * it opens at the nearest fence line before that with the same run (same character, same length) and
+    an info string without backticks (the language tag, ignored); a longer fence can hold shorter ones.
+
+  Examples (``⏎`` is a newline)::
+
+      ```python⏎print(1)⏎```<|im_end|>             -> print(1)⏎   (EOS text after the fence)
+      ```python⏎print(1)⏎``` Hope this helps!      -> print(1)⏎   (prose after the fence)
+      ```⏎a⏎```⏎text⏎```py⏎b⏎```                   -> b⏎          (the last block)
+      ````markdown⏎```python⏎x⏎```⏎````            -> ```python⏎x⏎```⏎
+      ```python⏎print(1)                           -> None        (cut off at the length limit)
+      ```python⏎a⏎```⏎```python⏎b (cut off)        -> None        (the last pair holds nothing)
+
+  Differences from LiveCodeBench, on purpose: a fence in the middle of a line (``use ```x``` here``)
+  is not a fence line there; tilde fences count; opening and closing runs must match. On responses
+  whose fences start their lines with three backticks (what models write) both give the same code.
 - ``none``: the response as it is.
 - ``evalplus``: evalplus's sanitizer (keeps the imports, the entry point and what it depends on);
   needs the optional ``evalplus`` package.
 
 Limits: a response longer than ``MAX_RESPONSE_CHARS`` holds no code (no model writes 4 Mi characters
 within its context; such a response is noise or an attack). ``last_fence`` is one pass over the lines
-plus a binary search per candidate fence length (O(n log n) at worst, linear in practice), and gives
-the same blocks as the regular expression ``^[ \\t]*(`{3,}|~{3,})[^\\n`]*\\n(.*?)^[ \\t]*\\1[ \\t]*$``
-(multiline, dotall, leftmost non-overlapping matches), which was quadratic on unterminated fences.
+plus a binary search per candidate closing fence (O(n log n) at worst, linear in practice).
 Callers in the service run extraction in a worker thread, off the event loop.
 """
 
@@ -24,7 +41,14 @@ from dataclasses import dataclass
 
 from mucode.registry import Registry
 
-__all__ = ["EXTRACTORS", "MAX_RESPONSE_CHARS", "Extractor", "extract_code", "scan_fences"]
+__all__ = [
+    "EXTRACTORS",
+    "MAX_RESPONSE_CHARS",
+    "Extractor",
+    "extract_code",
+    "last_fenced_block",
+    "scan_fences",
+]
 
 MAX_RESPONSE_CHARS = 4 * 1024 * 1024
 """Responses longer than this hold no code, whatever the extractor."""
@@ -35,7 +59,6 @@ class _Line:
     char: str  # "`" or "~"
     run: int  # length of the fence run
     opens: bool  # may open a block (followed by a newline, no backtick after the run)
-    closes: bool  # may close a block (only spaces or tabs after the run)
 
 
 def _classify(line: str, terminated: bool) -> _Line | None:
@@ -47,45 +70,34 @@ def _classify(line: str, terminated: bool) -> _Line | None:
     run = len(body) - len(rest)
     if run < 3:
         return None
-    return _Line(char, run, opens=terminated and "`" not in rest, closes=not rest.strip(" \t"))
+    return _Line(char, run, opens=terminated and not (char == "`" and "`" in rest))
 
 
 def scan_fences(response: str) -> tuple[tuple[int, int] | None, int]:
     """The last fenced block as (first body line, closing line) indices into ``response.split("\\n")``,
-    or None; and the number of steps taken (lines visited + closing-fence look-ups), for tests."""
+    or None; and the number of steps taken (lines visited + opening-fence look-ups), for tests."""
     lines = response.split("\n")
     kinds = [_classify(line, i < len(lines) - 1) for i, line in enumerate(lines)]
-    closers: dict[tuple[str, int], list[int]] = {}
+    openers: dict[tuple[str, int], list[int]] = {}
     for i, kind in enumerate(kinds):
-        if kind is not None and kind.closes:
-            closers.setdefault((kind.char, kind.run), []).append(i)
-    steps = len(lines)
-    last: tuple[int, int] | None = None
-    i = 0
-    while i < len(lines):
-        kind = kinds[i]
-        close = None
         if kind is not None and kind.opens:
-            # a backtick fence is the whole run; a tilde fence may give back tildes to its info string
-            for length in range(kind.run, 2 if kind.char == "~" else kind.run - 1, -1):
-                steps += 1
-                at = closers.get((kind.char, length))
-                if at:
-                    k = bisect.bisect_right(at, i)
-                    if k < len(at):
-                        close = at[k]
-                        break
-        if close is None:
-            i += 1
-            steps += 1
-            continue
-        last = (i + 1, close)
-        i = close + 1
+            openers.setdefault((kind.char, kind.run), []).append(i)
+    steps = len(lines)
+    for i in range(len(lines) - 1, -1, -1):
         steps += 1
-    return last, steps
+        kind = kinds[i]
+        at = openers.get((kind.char, kind.run)) if kind is not None else None
+        if at:
+            steps += 1
+            k = bisect.bisect_left(at, i)
+            if k > 0:
+                return (at[k - 1] + 1, i), steps
+    return None, steps
 
 
-def last_fence(response: str, entry_point: str | None = None) -> str | None:
+def last_fenced_block(response: str) -> str | None:
+    """The body of the last fenced block (rule in the module docstring), each line ending in a newline;
+    None when there is none."""
     found, _ = scan_fences(response)
     if found is None:
         return None
@@ -94,6 +106,10 @@ def last_fence(response: str, entry_point: str | None = None) -> str | None:
         return ""
     lines = response.split("\n")
     return "\n".join(lines[start:end]) + "\n"
+
+
+def last_fence(response: str, entry_point: str | None = None) -> str | None:
+    return last_fenced_block(response)
 
 
 def whole_response(response: str, entry_point: str | None = None) -> str | None:

@@ -4,12 +4,18 @@ One JSON object per optimizer update, with ``stage``, ``update`` (global, 1-base
 ``update_in_stage`` plus the namespaced metrics (glossary: docs/metrics.md). Phase timings and
 stage summaries are logged as objects with ``"event": "stage"``. On resume the file is truncated
 back to the checkpoint's update, so a replayed update is not logged twice.
+
+wandb: the run's id is saved in ``RUN_DIR/wandb_id`` when the run starts; a resume opens the same wandb
+run with it (``wandb.init(id=..., resume="allow")``), so a resumed run is one curve, not one per
+invocation. Updates replayed after a resume are logged again at their step (wandb keeps the last).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import secrets
+import string
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +60,13 @@ class MetricsLogger:
                     "train.wandb_project is set but wandb is not installed: `pip install wandb` "
                     "or unset train.wandb_project"
                 ) from e
-            self._wandb = wandb.init(project=wandb_project, name=run_name, config=config, resume="allow")
+            self._wandb = wandb.init(
+                project=wandb_project,
+                name=run_name,
+                config=config,
+                resume="allow",
+                id=_wandb_id(run_dir, resume=resume_after_update is not None),
+            )
 
     def _truncate(self, last_update: int) -> None:
         if not self.path.exists():
@@ -95,6 +107,18 @@ class MetricsLogger:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def _wandb_id(run_dir: Path, *, resume: bool) -> str:
+    """The run's wandb id: on resume the one saved in ``run_dir/wandb_id``; else a new one, saved there."""
+    path = run_dir / "wandb_id"
+    if resume and path.is_file() and path.read_text().strip():
+        return path.read_text().strip()
+    run_id = "".join(
+        secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8)
+    )  # wandb's id alphabet
+    path.write_text(run_id + "\n")
+    return run_id
 
 
 def read_metrics(run_dir: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

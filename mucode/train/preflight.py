@@ -11,6 +11,8 @@ directory as it found it (so the corrected command is not refused as "already ho
   positions (``max_position_embeddings`` of its ``config.json``; a Hub model not in the local cache
   is not checked, and a note says so);
 - evaluation: the benchmarks exist and ``eval.protocol`` is defined for them at the run's context;
+- the verifier: each ``verifier.url`` answers ``/readyz`` (``mucode.train.verifier_check``; the
+  in-process verifier is checked when it starts);
 - prompts longer than ``data.max_prompt_tokens`` are dropped before the first stage and counted
   (never an error mid-run); a data set with no prompt left is refused.
 """
@@ -28,6 +30,7 @@ from mucode.config import ConfigError, MucodeConfig
 from mucode.data.prompts import prompt_lengths
 from mucode.data.types import TaskRecord
 from mucode.train.plan import store_key_changes
+from mucode.train.verifier_check import check_verifiers  # it imports this module
 
 __all__ = ["PreflightError", "ResumeError", "check_run", "drop_long_prompts", "model_positions"]
 
@@ -126,6 +129,8 @@ def check_run(cfg: MucodeConfig, run_dir: Path, resume: bool) -> None:
     _check_run_dir(cfg, run_dir, resume)
     _check_context(cfg)
     _check_eval(cfg)
+    if cfg.verifier.url:
+        check_verifiers(cfg.verifier.url)
 
 
 def drop_long_prompts(

@@ -43,6 +43,7 @@ from mucode.train.precision import Precision
 from mucode.train.preflight import ResumeError, check_run, drop_long_prompts
 from mucode.train.rollout_runner import EngineFactory, StageRollout
 from mucode.train.store import StageStore
+from mucode.train.verifier_check import check_verifiers
 from mucode.train.verify import VerifyPipeline, verifier_urls
 
 __all__ = ["TrainingRun", "Verifier", "final_dir", "final_pending", "open_verifier", "prepare_run"]
@@ -62,6 +63,8 @@ def open_verifier(cfg: MucodeConfig) -> Iterator[Verifier]:
     """The run's verifier: ``verifier.url``, or a local one started for the block; closed at its end."""
     v = cfg.verifier
     with verifier_urls(v.url, v.backend) as urls:
+        if not v.url:
+            check_verifiers(urls)  # the configured ones were checked before the run started
         pipeline = VerifyPipeline(
             urls, token=v.token, timeout_s=v.timeout_s, retries=v.retries
         )  # every rank verifies what it generates

@@ -16,7 +16,9 @@ first evaluation whose score reaches the target; the ratio is the first run's ti
 (> 1: the second run gets there faster). With ``--plot`` (default: ``accuracy_vs_time.png`` in the
 first run directory) the score of every evaluation is drawn against training hours, one line per run.
 
-A run still in progress is reported from what it has written so far.
+A run still in progress is reported from what it has written so far. A run without evaluation (no
+eval events, no ``best.json``) is said to have none, by name, under the table, and no plot is drawn
+when no run has an evaluation.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import yaml
 
 from mucode.train.logger import read_metrics
 
-__all__ = ["RunReport", "load_run", "plot_accuracy", "render_report", "time_to_accuracy"]
+__all__ = ["RunReport", "has_evaluation", "load_run", "plot_accuracy", "render_report", "time_to_accuracy"]
 
 
 @dataclass
@@ -153,6 +155,13 @@ def render_report(runs: list[RunReport]) -> str:
 
     out = [line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
     out.append(f"accuracy at the best checkpoint ({metric}, %); T_total excludes evaluation.")
+    for run in runs:
+        if not has_evaluation(run):
+            out.append(
+                f"{run.name} has no evaluation (no eval in metrics.jsonl, no best.json): its accuracy "
+                "columns are empty. Set eval.benchmarks and train.eval_every to evaluate during training, "
+                "or evaluate its checkpoints with `mucode eval`."
+            )
     if len(runs) == 2:
         tta = time_to_accuracy(runs[0], runs[1])
         if tta is None:
@@ -166,8 +175,15 @@ def render_report(runs: list[RunReport]) -> str:
     return "\n".join(out)
 
 
-def plot_accuracy(runs: list[RunReport], path: Path) -> Path:
-    """Score of every evaluation against training hours, one line per run."""
+def has_evaluation(run: RunReport) -> bool:
+    return bool(run.evals) or run.best is not None
+
+
+def plot_accuracy(runs: list[RunReport], path: Path) -> Path | None:
+    """Score of every evaluation against training hours, one line per run; None (nothing drawn) when
+    no run has an evaluation."""
+    if not any(has_evaluation(run) for run in runs):
+        return None
     import matplotlib  # lazy: matplotlib
 
     matplotlib.use("Agg")

@@ -142,7 +142,8 @@ def test_prompts_equal_livecodebench_runner_prompts(ours: str, upstream: str) ->
 
 
 def test_code_is_taken_from_the_last_fenced_block() -> None:
-    assert last_fenced_block("```python\nfirst\n```\ntext\n```\nsecond\nline\n```") == "second\nline"
+    assert last_fenced_block("```python\nfirst\n```\ntext\n```\nsecond\nline\n```") == "second\nline\n"
+    assert last_fenced_block("```python\nsecond\n```<|im_end|>") == "second\n"  # the verifier's rule too
     assert last_fenced_block("no code here") is None
     assert last_fenced_block("```python\nunterminated") is None
 

@@ -127,3 +127,54 @@ def test_evalplus_sample_folder_in_and_eval_results_out(
     assert set(rows["HumanEval/901"][0]) == {
         "task_id", "solution", "base_status", "plus_status", "base_fail_tests", "plus_fail_tests"
     }  # fmt: skip
+
+
+def test_evalplus_mixed_samples_and_results_evalplus_finds(
+    tmp_path: Path, code_verifier: VerifierOptions, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A samples file mixing `solution` and `completion` lines (evalplus reads either, line by line), and a
+    results file named so `evalplus.evaluate --samples` loads it instead of running anything."""
+    humaneval = FIXTURES / "evalplus" / "HumanEvalPlus.jsonl"
+    samples = tmp_path / "mine.jsonl"
+    samples.write_text(
+        "\n".join(
+            json.dumps(row)
+            for row in [
+                {"task_id": "HumanEval/900", "solution": "def average(xs):\n    return sum(xs) / len(xs)\n"},
+                {
+                    "task_id": "HumanEval/900",
+                    "completion": "    return sum(xs) / len(xs)\n",
+                },  # after the prompt
+                {"task_id": "HumanEval/901", "completion": "    return 0\n"},
+            ]
+        )
+        + "\n"
+    )
+    upstream = tmp_path / "upstream"
+    cli("evalplus", "--datasets", "humaneval", "--samples", str(samples), "--humaneval-file", str(humaneval),
+        "--upstream-dir", str(upstream), "--no-cache", "--allow-partial", "--verifier-url", code_verifier.urls[0])  # fmt: skip  # noqa: E501
+    rows = json.loads((upstream / "mine_eval_results.json").read_text())["eval"]
+    assert [r["base_status"] for r in rows["HumanEval/900"]] == ["pass", "pass"]
+    assert rows["HumanEval/900"][1]["solution"].startswith(
+        "def average(xs: list) -> float:"
+    )  # prompt + completion
+    assert [r["base_status"] for r in rows["HumanEval/901"]] == ["fail"]
+    written = [json.loads(line) for line in (upstream / "mine.jsonl").read_text().splitlines()]
+    assert [w["task_id"] for w in written] == ["HumanEval/900", "HumanEval/900", "HumanEval/901"]
+
+    from evalplus.evaluate import evaluate
+
+    capsys.readouterr()
+    evaluate(dataset="humaneval", samples=str(upstream / "mine.jsonl"))
+    printed = capsys.readouterr().out
+    assert f"Load from previous results from {upstream / 'mine_eval_results.json'}" in printed
+    assert "pass@1:\t0.500" in printed  # base tests: task 900 2/2, task 901 0/1 → mean 0.5
+
+
+def test_a_samples_file_mixing_response_and_solution_is_refused(tmp_path: Path) -> None:
+    from mucode.eval.evalplus.evaluate import read_evalplus_samples
+
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"task_id": "A", "response": "x"}\n{"task_id": "A", "solution": "y"}\n')
+    with pytest.raises(ValueError, match="mixes sample kinds"):
+        read_evalplus_samples(samples, prompts=dict)

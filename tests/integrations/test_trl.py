@@ -82,3 +82,60 @@ def test_unreachable_verifier_raises_instead_of_scoring_zero() -> None:
     with pytest.raises(VerifierUnavailableError):
         reward(prompts=["p"], completions=["\\boxed{1}"], solution=["1"])
     reward.close()
+
+
+class _TrlLogs:
+    """What TRL 1.16's GRPOTrainer hands reward functions: ``log_metric(name, value)`` appends to
+    ``_pending_metrics[name]`` and ``log_extra(column, values)`` extends ``_pending_extra_logs[column]``."""
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, list[float]] = {}
+        self.extra: dict[str, list[object]] = {}
+
+    def log_metric(self, name: str, value: float) -> None:
+        self.metrics.setdefault(name, []).append(value)
+
+    def log_extra(self, column: str, values: list[object]) -> None:
+        self.extra.setdefault(column, []).extend(values)
+
+
+def test_the_status_breakdown_reaches_trls_log_callbacks(url: str) -> None:
+    from mucode.protocol import Status
+
+    logs = _TrlLogs()
+    reward = VerifierReward(url)
+    try:
+        scores = reward(
+            prompts=["p"] * 3,
+            completions=[GOOD, BAD, "no code"],
+            completion_ids=[[1]] * 3,
+            tests=[ADD] * 3,
+            trainer_state=object(),
+            log_metric=logs.log_metric,
+            log_extra=logs.log_extra,
+        )
+    finally:
+        reward.close()
+    assert scores == [1.0, 0.0, 0.0]
+    assert set(logs.metrics) == {f"mucode_verifier/status/{s.value}" for s in Status}
+    assert logs.metrics["mucode_verifier/status/correct"] == [pytest.approx(1 / 3)]
+    assert logs.metrics["mucode_verifier/status/no_code"] == [pytest.approx(1 / 3)]
+    assert logs.metrics["mucode_verifier/status/sandbox_error"] == [0.0]
+    assert logs.extra == {"mucode_verifier_status": ["correct", "wrong_answer", "no_code"]}
+
+
+def test_none_filled_struct_fields_of_a_datasets_column_are_accepted(url: str) -> None:
+    """🤗 datasets gives every row of a struct column the union of the keys, None where a row lacks one."""
+    import datasets
+
+    rows = [
+        {"tests": {**ADD, "time_limit_s": 2.0}},
+        {"tests": {"tests": {**ADD["tests"], "fn_name": None}, "checker": "code_contests"}},
+    ]
+    column = datasets.Dataset.from_list(rows)["tests"]
+    assert column[0]["checker"] is None and column[1]["time_limit_s"] is None  # Arrow's fill
+    reward = VerifierReward(url)
+    try:
+        assert reward(prompts=["p", "p"], completions=[GOOD, BAD], tests=list(column)) == [1.0, 0.0]
+    finally:
+        reward.close()

@@ -158,3 +158,42 @@ def test_objective_params_map_to_verl_keys_and_the_rest_is_warned_about() -> Non
     assert any("algo.max_abs_log_ratio=5.0 has no verl equivalent" in w for w in warned)
     with pytest.raises(UnknownNameError, match="valid names: grpo, m2po, mu_grpo"):
         VERL_LOSSES.get("scaled_pg")
+
+
+def test_small_data_and_no_validation_set_are_said(tmp_path: Path) -> None:
+    """The tiny preset's 64 prompts are fewer than one verl step (128): a warning; no --val-files: validation off."""
+    out = CliRunner().invoke(get_app(), ["verl-config", "-c", "tiny", "--output", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert "has 64 prompts, fewer than one verl step's batch (data.train_batch_size = " in out.stderr
+    assert "verl drops the incomplete batch and would train 0 steps" in out.stderr
+    assert "no --val-files: verl's validation is off" in out.stderr
+    cfg = _compose(tmp_path)
+    assert cfg.trainer.val_before_train is False and cfg.trainer.test_freq == -1
+
+
+def test_a_batch_that_fits_and_a_validation_set_give_no_warning(tmp_path: Path) -> None:
+    data = ["batch.prompts_per_update=8", "batch.updates_per_stage=2"]  # 16 prompts a step: the 64 fit
+    first = CliRunner().invoke(
+        get_app(), ["verl-config", "-c", "tiny", *data, "--output", str(tmp_path / "a")]
+    )
+    assert first.exit_code == 0, first.output
+    train = str(tmp_path / "a" / "train.parquet")
+    out = CliRunner().invoke(
+        get_app(),
+        [
+            "verl-config",
+            "-c",
+            "tiny",
+            *data,
+            "--output",
+            str(tmp_path / "b"),
+            "--train-files",
+            train,
+            "--val-files",
+            train,
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert "warning:" not in out.stderr, out.stderr
+    cfg = _compose(tmp_path / "b")
+    assert list(cfg.data.val_files) == [train] and cfg.trainer.val_before_train is True

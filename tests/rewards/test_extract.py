@@ -7,7 +7,13 @@ import re
 
 import pytest
 
-from mucode.rewards.extract import MAX_RESPONSE_CHARS, extract_code, last_fence, scan_fences
+from mucode.rewards.extract import (
+    MAX_RESPONSE_CHARS,
+    extract_code,
+    last_fence,
+    last_fenced_block,
+    scan_fences,
+)
 
 
 @pytest.mark.parametrize(
@@ -19,6 +25,13 @@ from mucode.rewards.extract import MAX_RESPONSE_CHARS, extract_code, last_fence,
         ("~~~python\nprint(3)\n~~~", "print(3)\n"),
         ("  ```python\n  print(4)\n  ```", "  print(4)\n"),
         ("```python\nprint(1)\n", None),  # cut off at the length limit: no code
+        ("```python\nprint(1)\n```<|im_end|>", "print(1)\n"),  # EOS text after the fence (OpenRLHF)
+        ("```python\nprint(1)\n```<|endoftext|><|endoftext|>", "print(1)\n"),
+        ("```python\nprint(1)\n``` Hope this helps!", "print(1)\n"),
+        ("````markdown\n```python\nx\n```\n````", "```python\nx\n```\n"),
+        ("```python\na\n```python\nb\n```", "b\n"),  # an unclosed block before: LiveCodeBench's pick
+        ("```python\na\n```\n```python\nb", None),  # the last pair holds nothing, as in LiveCodeBench
+        ("```python\na\n```\ntext\n~~~", "a\n"),
         ("no code at all", None),
         ("```python\n\n```", None),
     ],
@@ -50,18 +63,36 @@ def test_unknown_method_lists_the_valid_ones() -> None:
         extract_code("x", "first_fence")
 
 
-_REFERENCE = re.compile(
-    r"^[ \t]*(?P<fence>`{3,}|~{3,})[^\n`]*\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$", re.M | re.S
-)
-
-
 def _reference_last_fence(response: str) -> str | None:
-    """The former regular-expression extractor (quadratic on unterminated fences): the behaviour to keep."""
-    blocks = [m.group("body") for m in _REFERENCE.finditer(response)]
-    return blocks[-1] if blocks else None
+    """The rule of the module docstring, written the slow obvious way (quadratic): the behaviour to keep."""
+    lines = response.split("\n")
+
+    def fence(line: str) -> tuple[str, int, str] | None:
+        m = re.match(r"[ \t]*(`{3,}|~{3,})(.*)", line, re.S)
+        return (m.group(1)[0], len(m.group(1)), m.group(2)) if m else None
+
+    for close in range(len(lines) - 1, -1, -1):
+        c = fence(lines[close])
+        if c is None:
+            continue
+        for start in range(close - 1, -1, -1):
+            o = fence(lines[start])
+            if o is not None and o[:2] == c[:2] and not (o[0] == "`" and "`" in o[2]):
+                body = lines[start + 1 : close]
+                return "\n".join(body) + "\n" if body else ""
+    return None
 
 
-def test_same_blocks_as_the_reference_expression_on_random_responses() -> None:
+def _lcb_extract_code(model_output: str) -> str:
+    """LiveCodeBench's extractor (lcb_runner/utils/extraction_utils.py, chat models), verbatim."""
+    outputlines = model_output.split("\n")
+    indexlines = [i for i, line in enumerate(outputlines) if "```" in line]
+    if len(indexlines) < 2:
+        return ""
+    return "\n".join(outputlines[indexlines[-2] + 1 : indexlines[-1]])
+
+
+def test_same_blocks_as_the_reference_on_random_responses() -> None:
     rng = random.Random(1234)
     pieces = [
         "```",
@@ -81,10 +112,28 @@ def test_same_blocks_as_the_reference_expression_on_random_responses() -> None:
         "x = 1",
         "\r",
         "a",
+        "<|im_end|>",
     ]
     for _ in range(20_000):
         response = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
         assert last_fence(response) == _reference_last_fence(response), repr(response)
+
+
+def test_same_code_as_livecodebench_on_responses_models_write() -> None:
+    """Line-start backtick fences, any info string, any text or EOS markers after the closing fence."""
+    rng = random.Random(7)
+    openers = ["```", "```python", "```py", "```Python3"]
+    after = ["", "<|im_end|>", "<|endoftext|>", "</s>", " Hope this helps!", "<|eot_id|><|end_of_text|>"]
+    prose = ["", "Here is my solution:", "Explanation: it sorts.", "Complexity O(n)."]
+    bodies = ["print(1)", "import sys\nprint(sys.stdin.read())", "def f(x):\n    return x\n", ""]
+    for _ in range(2_000):
+        parts = []
+        for _ in range(rng.randint(1, 3)):
+            parts += [rng.choice(prose), rng.choice(openers), rng.choice(bodies), "```" + rng.choice(after)]
+        response = "\n".join(parts)
+        ours = last_fenced_block(response)
+        assert ours is not None
+        assert ours.rstrip("\n") == _lcb_extract_code(response).rstrip("\n"), repr(response)
 
 
 ADVERSARIAL = {

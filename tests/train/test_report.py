@@ -80,3 +80,27 @@ def test_report_on_two_tiny_runs(small_policy: Path, plugins_on_path: Path, tmp_
 
     missing = CliRunner().invoke(get_app(), ["report", str(tmp_path / "nothing")])
     assert missing.exit_code == 2 and "holds no mucode run" in missing.output
+
+
+def test_report_on_a_run_without_evaluation_says_so(tmp_path: Path) -> None:
+    """A run directory as the trainer leaves it without eval: config.yaml, metrics.jsonl, summary.json."""
+    import json
+
+    import yaml
+
+    from mucode.train.logger import MetricsLogger
+
+    run_dir = tmp_path / "no_eval"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(load_config(None, []).model_dump(mode="json")))
+    metrics = MetricsLogger(run_dir, tensorboard=False)
+    metrics.log_update({"update": 1, "stage": 0, "update_in_stage": 1, "stale/veto_token_frac": 0.01})
+    metrics.close()
+    (run_dir / "summary.json").write_text(
+        json.dumps({"totals": {"time/total": 3600.0, "time/rollout": 1800.0}})
+    )
+    out = CliRunner().invoke(get_app(), ["report", str(run_dir)])
+    assert out.exit_code == 0, out.output
+    assert "no_eval has no evaluation (no eval in metrics.jsonl, no best.json)" in out.stdout
+    assert "plot: none (no run has an evaluation)" in out.stdout
+    assert not (run_dir / "accuracy_vs_time.png").exists()

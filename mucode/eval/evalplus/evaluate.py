@@ -12,7 +12,7 @@ evalplus's instruction, with the assistant turn opened by its response prefix an
 fence (`chat`); for base models the task prompt itself, continued by the model (`base`).
 Code: evalplus's `sanitize` (the entry point and what it needs) of the response (`chat`) or of
 prompt + response (`base`). A samples file may instead give evalplus's own `solution` (used as is)
-or `completion` (appended to the prompt).
+or `completion` (appended to the prompt), or mix the two line by line, as evalplus reads them.
 
 Judging: one sandboxed program per sample and test set (`evalplus_driver`): base tests decide
 `humaneval`/`mbpp`; base and plus tests both passing decide `humaneval+`/`mbpp+`, as in evalplus.
@@ -267,13 +267,28 @@ def _read_samples_dir(root: Path) -> tuple[dict[str, list[str]], SampleKind]:
     return samples, "solution"
 
 
-def read_evalplus_samples(path: str | Path) -> tuple[dict[str, list[str]], SampleKind]:
+def evalplus_prompts(dataset: str, *, override_path: str | Path | None = None) -> dict[str, str]:
+    """The prompt of each task (what evalplus puts before a `completion`), without the ground truth."""
+    module = _evalplus_module(dataset, override_path)
+    with contextlib.redirect_stdout(sys.stderr):  # evalplus prints progress on stdout
+        problems = module.get_human_eval_plus() if dataset == "humaneval" else module.get_mbpp_plus()
+    return {tid: str(p["prompt"]) for tid, p in problems.items()}
+
+
+def read_evalplus_samples(
+    path: str | Path, prompts: Callable[[], Mapping[str, str]] | None = None
+) -> tuple[dict[str, list[str]], SampleKind]:
     """Samples per task_id as evalplus reads them: JSON Lines with `task_id` and one of `solution`,
-    `completion` (or mucode's `response`), or a folder of `<task>/<n>.py` complete solutions."""
+    `completion` (or mucode's `response`), or a folder of `<task>/<n>.py` complete solutions.
+
+    evalplus decides per line (`solution` as is, else prompt + `completion`), so a file may mix the
+    two: with `prompts` (task id → prompt, called only then) its completions become solutions. mucode's
+    `response` (sanitized) cannot be mixed with either."""
     if Path(path).is_dir():
         return _read_samples_dir(Path(path))
     samples: dict[str, list[str]] = {}
     kinds: set[str] = set()
+    rows: list[tuple[str, str, str]] = []
 
     for number, row in json_lines(path):
         if not isinstance(row, dict):
@@ -283,7 +298,18 @@ def read_evalplus_samples(path: str | Path) -> tuple[dict[str, list[str]], Sampl
         if kind is None or key not in row:
             raise ValueError(f"{path}:{number}: expected task_id and one of response/solution/completion")
         kinds.add(kind)
-        samples.setdefault(str(row[key]), []).append(row[kind])
+        rows.append((str(row[key]), kind, row[kind]))
+    if kinds == {"solution", "completion"} and prompts is not None:
+        known = prompts()
+        for task_id, kind, text in rows:
+            if kind == "completion" and task_id not in known:
+                raise ValueError(
+                    f"{path}: task {task_id!r} is not in the data set (its completion needs its prompt)"
+                )
+            samples.setdefault(task_id, []).append(known[task_id] + text if kind == "completion" else text)
+        return samples, "solution"
+    for task_id, _, text in rows:
+        samples.setdefault(task_id, []).append(text)
     if len(kinds) != 1:
         raise ValueError(
             f"{path}: mixes sample kinds {sorted(kinds)}; use one of response, solution, completion"

@@ -44,6 +44,8 @@ __all__ = [
     "verl_overrides",
     "verl_run_config",
     "verl_settings",
+    "parquet_rows",
+    "verl_run_warnings",
     "verl_warnings",
     "write_verl_parquet",
     "write_verl_run",
@@ -67,7 +69,8 @@ class VerlRun:
     train_files: list[str] = field(default_factory=list)
     """verl Parquet files (``write_verl_parquet`` makes them from mucode data)."""
     val_files: list[str] = field(default_factory=list)
-    """Validation Parquet files; empty: the training files (verl requires some)."""
+    """Validation Parquet files; empty: verl's validation is off (``trainer.val_before_train=false``,
+    ``test_freq=-1``) and the training files fill ``data.val_files`` only because verl requires some."""
     verifier_url: str | None = None
     """Base URL(s) of a mucode verifier, comma-separated, reachable from every node."""
     gpus_per_node: int = 8
@@ -173,6 +176,7 @@ def _run_settings(cfg: MucodeConfig, run: VerlRun) -> list[tuple[str, Any]]:
         (f"{ACTOR}.ppo_max_token_len_per_gpu", cfg.batch.micro_batch_tokens),
         ("data.train_files", list(run.train_files)),
         ("data.val_files", list(run.val_files or run.train_files)),
+        *([] if run.val_files else [("trainer.val_before_train", False), ("trainer.test_freq", -1)]),
         ("reward.custom_reward_function.path", str(REWARD_FILE)),
         ("reward.custom_reward_function.name", "compute_score"),
         ("trainer.project_name", run.project),
@@ -291,6 +295,38 @@ def verl_warnings(cfg: MucodeConfig) -> list[str]:
             "the engine's stored log-probs are not used there"
         )
     return out
+
+
+def verl_run_warnings(cfg: MucodeConfig, run: VerlRun, train_rows: int | None) -> list[str]:
+    """What the user of ``run`` should know: a data set smaller than one verl step, no validation set."""
+    out = []
+    batch = cfg.batch.prompts_per_update * cfg.batch.updates_per_stage
+    if train_rows is not None and train_rows < batch:
+        out.append(
+            f"the training data has {train_rows} prompts, fewer than one verl step's batch "
+            f"(data.train_batch_size = {cfg.batch.prompts_per_update} x {cfg.batch.updates_per_stage} = {batch}); "
+            "verl drops the incomplete batch and would train 0 steps: add data or lower "
+            "batch.updates_per_stage / batch.prompts_per_update"
+        )
+    if not run.val_files:
+        out.append(
+            "no --val-files: verl's validation is off (trainer.val_before_train=false, test_freq=-1; the "
+            "training files fill data.val_files only because verl requires some); pass --val-files for a "
+            "held-out set, or evaluate the checkpoints with `mucode eval` on the benchmarks"
+        )
+    return out
+
+
+def parquet_rows(paths: Iterable[str]) -> int | None:
+    """Rows of the local Parquet files ``paths`` (from their footers); None when one is not a local file."""
+    import pyarrow.parquet as pq  # lazy: pyarrow
+
+    total = 0
+    for path in paths:
+        if not Path(path).is_file():
+            return None
+        total += pq.ParquetFile(path).metadata.num_rows
+    return total
 
 
 def verl_command(cfg: MucodeConfig) -> str:

@@ -2,7 +2,12 @@
 
 OpenRLHF (``--remote_rm_url http://host:8000/openrlhf/reward``) posts ``{"query": [...], "prompts":
 [...], "labels": [...]}`` — ``query`` is prompt + response as one string, ``prompts`` the prompts,
-``labels`` the data set's label column — and reads ``rewards`` (and ``scores``, ``extra_logs``) back.
+``labels`` the data set's label column, any JSON value — and reads ``rewards`` (and ``scores``,
+``extra_logs``) back. OpenRLHF (``openrlhf/utils/agent.py``) posts one sample per request, decoded with
+``skip_special_tokens=False``: the response ends in the EOS text (```` ```<|im_end|> ````), which is
+stripped (``mucode.verifier.samples.strip_special_tokens``) before scoring. ``extra_logs`` holds, per
+sample, a 0/1 flag for every status (``status/<name>``, the same keys in every answer: OpenRLHF
+concatenates them over samples) and ``correct``; OpenRLHF averages them into its logs.
 
 Each sample becomes a mucode item: the response is ``query`` without its leading ``prompt``; the label
 decides the program, by the rules the verl and TRL adapters share (``mucode.verifier.samples.to_item``): JSON
@@ -16,7 +21,7 @@ that would be trained on as a wrong answer.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mucode.protocol import Item, Status
 from mucode.verifier.deps import Authorized, VerifierDep
 from mucode.verifier.routers.verify import score_request
-from mucode.verifier.samples import to_item
+from mucode.verifier.samples import strip_special_tokens, to_item
 from mucode.verifier.schemas import ErrorResponse, VerifyRequest
 
 router = APIRouter(tags=["openrlhf"])
@@ -50,16 +55,19 @@ class OpenRLHFRequest(BaseModel):
     prompts: list[str] = Field(
         default_factory=list, description="The prompt of each sample (stripped from query)."
     )
-    labels: list[str | None] = Field(
+    labels: list[Any] = Field(
         default_factory=list,
-        description="The label column: a math answer, or JSON of a code spec / {program, spec}.",
+        description="The label column, any JSON value: a math answer "
+        "(text or number), a spec dict or its JSON text (code spec, {program, spec}).",
     )
 
 
 class OpenRLHFResponse(BaseModel):
     rewards: list[float]
     scores: list[float]
-    extra_logs: dict[str, list[float]] = Field(description="Per-sample 0/1 flags OpenRLHF logs: `correct`.")
+    extra_logs: dict[str, list[float]] = Field(
+        description="Per-sample 0/1 flags OpenRLHF logs: `correct` and `status/<name>` for every status."
+    )
 
 
 def _items(request: OpenRLHFRequest) -> list[Item]:
@@ -76,7 +84,13 @@ def _items(request: OpenRLHFRequest) -> list[Item]:
     for i, (query, label) in enumerate(zip(request.query, request.labels, strict=True)):
         prompt = request.prompts[i] if request.prompts else ""
         response = query[len(prompt) :] if prompt and query.startswith(prompt) else query
-        items.append(to_item("openrlhf", response, label, {"index": i}))
+        try:
+            items.append(to_item("openrlhf", strip_special_tokens(response), label, {"index": i}))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                detail=(f"label {i} ({str(label)[:80]!r}) is not a math answer or a spec: {exc}"),
+            ) from exc
     return items
 
 
@@ -104,8 +118,6 @@ async def openrlhf_reward(
             ),
         )
     rewards = [float(r.reward) for r in results]
-    return OpenRLHFResponse(
-        rewards=rewards,
-        scores=rewards,
-        extra_logs={"correct": [float(r.status is Status.correct) for r in results]},
-    )
+    logs = {"correct": [float(r.status is Status.correct) for r in results]}
+    logs |= {f"status/{s.value}": [float(r.status is s) for r in results] for s in Status}
+    return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs=logs)
