@@ -11,6 +11,7 @@ import yaml
 
 from mucode.assets import resolve_model_path
 from mucode.cli.options import resolve_config
+from mucode.config import MucodeConfig
 from mucode.data import load_tasks
 from mucode.integrations.verl import config as vc
 from mucode.integrations.verl.config import write_verl_parquet
@@ -79,20 +80,7 @@ def verl_config(
         project=project,
     )
     if output is not None:
-        if not run.train_files:
-            run = _convert_data(cfg, run, output)
-        path, command = vc.write_verl_run(cfg, run, output)
-        typer.echo(f"wrote {path}")
-        for warning in vc.verl_run_warnings(cfg, run, vc.parquet_rows(run.train_files)):
-            typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
-        if not url:
-            typer.secho(
-                "note: no verifier URL: start one (`mucode serve` or `docker compose up`) and pass "
-                "--verifier-url, or export MUCODE_VERIFIER_URL on every node",
-                fg=typer.colors.YELLOW,
-                err=True,
-            )
-        typer.echo(command)
+        _write_run(cfg, run, output)
     elif as_yaml:
         typer.echo(yaml.safe_dump(vc.verl_run_config(cfg, run), sort_keys=False, allow_unicode=True).rstrip())
     else:
@@ -101,7 +89,25 @@ def verl_config(
         typer.secho(f"note: {warning}", fg=typer.colors.YELLOW, err=True)
 
 
-def _convert_data(cfg, run, output: Path):  # noqa: ANN001, ANN202 - MucodeConfig, VerlRun
+def _write_run(cfg: MucodeConfig, run: vc.VerlRun, output: Path) -> None:
+    """Write the run (converting the data unless --train-files) and print the command that starts it."""
+    if not run.train_files:
+        run = _convert_data(cfg, run, output)
+    path, command = vc.write_verl_run(cfg, run, output)
+    typer.echo(f"wrote {path}")
+    for warning in vc.verl_run_warnings(cfg, run, vc.parquet_rows(run.train_files)):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    if not run.verifier_url:
+        typer.secho(
+            "note: no verifier URL: start one (`mucode serve` or `docker compose up`) and pass "
+            "--verifier-url, or export MUCODE_VERIFIER_URL on every node",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+    typer.echo(command)
+
+
+def _convert_data(cfg: MucodeConfig, run: vc.VerlRun, output: Path) -> vc.VerlRun:
     """mucode's training data (data.*) written as verl Parquet into ``output``."""
 
     d = cfg.data

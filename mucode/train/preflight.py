@@ -11,7 +11,7 @@ directory as it found it (so the corrected command is not refused as "already ho
   positions (``max_position_embeddings`` of its ``config.json``; a Hub model not in the local cache
   is not checked, and a note says so);
 - evaluation: the benchmarks exist and ``eval.protocol`` is defined for them at the run's context;
-- the verifier: each ``verifier.url`` answers ``/readyz`` (``mucode.train.verifier_check``; the
+- the verifier: each ``verifier.url`` answers ``/readyz`` (``check_verifiers``; the
   in-process verifier is checked when it starts);
 - prompts longer than ``data.max_prompt_tokens`` are dropped before the first stage and counted
   (never an error mid-run); a data set with no prompt left is refused.
@@ -20,9 +20,12 @@ directory as it found it (so the corrected command is not refused as "already ho
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from mucode.assets import resolve_model_path
@@ -30,9 +33,16 @@ from mucode.config import ConfigError, MucodeConfig
 from mucode.data.prompts import prompt_lengths
 from mucode.data.types import TaskRecord
 from mucode.train.plan import store_key_changes
-from mucode.train.verifier_check import check_verifiers  # it imports this module
 
-__all__ = ["PreflightError", "ResumeError", "check_run", "drop_long_prompts", "model_positions"]
+__all__ = [
+    "READY_WAIT_S",
+    "PreflightError",
+    "ResumeError",
+    "check_run",
+    "check_verifiers",
+    "drop_long_prompts",
+    "model_positions",
+]
 
 
 class PreflightError(ConfigError):
@@ -147,3 +157,31 @@ def drop_long_prompts(
             f"raise data.max_prompt_tokens (and lower rollout.max_response_tokens to stay within the model's context)"
         )
     return kept, len(records) - len(kept)
+
+
+READY_WAIT_S = 15.0
+"""How long a verifier may take to become ready (connection refused or 503) before the run stops."""
+
+
+def _probe(url: str) -> str | None:
+    """None when ``url`` is ready; else why not, in a few words."""
+    try:
+        response = httpx.get(f"{url.rstrip('/')}/readyz", timeout=5.0)
+    except httpx.HTTPError as err:
+        return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    if response.status_code == 200:
+        return None
+    return f"/readyz answered {response.status_code}: {response.text[:200]}"
+
+
+def check_verifiers(urls: Sequence[str], wait_s: float = READY_WAIT_S) -> None:
+    """Returns once every URL is ready; raises ``PreflightError`` naming the first that stays unready."""
+    for url in urls:
+        deadline = time.monotonic() + wait_s
+        while (reason := _probe(url)) is not None:
+            if time.monotonic() >= deadline:
+                raise PreflightError(
+                    f"the verifier at {url} is not ready after {wait_s:.0f} s ({reason}); start it "
+                    f"(`mucode serve`), fix verifier.url, or leave verifier.url empty for an in-process one"
+                )
+            time.sleep(1.0)

@@ -40,10 +40,9 @@ from mucode.train.output import RunOutput, run_output
 from mucode.train.plan import batch_plan, run_path
 from mucode.train.policy import load_policy
 from mucode.train.precision import Precision
-from mucode.train.preflight import ResumeError, check_run, drop_long_prompts
+from mucode.train.preflight import ResumeError, check_run, check_verifiers, drop_long_prompts
 from mucode.train.rollout_runner import EngineFactory, StageRollout
 from mucode.train.store import StageStore
-from mucode.train.verifier_check import check_verifiers
 from mucode.train.verify import VerifyPipeline, verifier_urls
 
 __all__ = ["TrainingRun", "Verifier", "final_dir", "final_pending", "open_verifier", "prepare_run"]

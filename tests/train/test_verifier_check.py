@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 from train_helpers import run_overrides, write_tasks
 
-from mucode.train.preflight import PreflightError
-from mucode.train.verifier_check import check_verifiers
+from mucode.train.preflight import PreflightError, check_verifiers
 from mucode.verifier.local import local_verifier
 
 ROOT = Path(__file__).resolve().parents[2]
