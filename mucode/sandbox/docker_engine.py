@@ -52,11 +52,18 @@ class DockerError(RuntimeError):
     """The Docker engine refused or failed a call (the message names the fix where there is one)."""
 
 
+SCRATCH_INODES = 32768
+"""Inodes (files, dirs, hard links) per slot scratch tmpfs: about 1 KiB of kernel memory each, so a
+slot's files hold at most ~32 MiB beyond their size (the kernel's default is half the RAM in pages).
+The local backend's jail.sh mounts its scratch dirs with the same number."""
+
+
 def container_options(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int, scratch_mb: int,
                       memory_mb: int, cpus: float, pids_limit: int, owner: str,
                       executor_args: list[str]) -> dict[str, Any]:
     """Keyword arguments of ``DockerClient.containers.create`` for one sandbox container."""
-    tmpfs = {f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size={scratch_mb}m,uid={uid},gid={uid},mode=0700"
+    tmpfs = {f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size={scratch_mb}m,nr_inodes={SCRATCH_INODES},uid={uid},"
+                              f"gid={uid},mode=0700"
              for i, uid in enumerate(range(uid_base, uid_base + slots))}
     options: dict[str, Any] = {
         "image": image, "name": name,
@@ -66,6 +73,8 @@ def container_options(*, name: str, image: str, sock_dir: str, slots: int, uid_b
         "network_mode": "none", "read_only": True, "ipc_mode": "none",
         "cap_drop": ["ALL"], "cap_add": ["SETUID", "SETGID"], "security_opt": ["no-new-privileges"],
         "pids_limit": pids_limit, "mem_limit": f"{memory_mb}m", "memswap_limit": f"{memory_mb}m",
+        # the executor's root processes are never the OOM killer's choice (its test processes: 1000)
+        "oom_score_adj": -1000,
         # A container is one CPU scheduling group: with the default weight (1024) its slots together
         # weigh as much as one host process. Weight it like `slots` processes.
         "cpu_shares": 1024 * slots,

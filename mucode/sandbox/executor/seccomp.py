@@ -13,6 +13,11 @@ top). Loading a filter costs ~0.5 ms of CPU: once per manager, not once per test
 - SysV IPC objects (``shmget``, ``semget``, ``msgget``): on the docker backend the slots of one
   container share one IPC namespace (no capability to give each its own), so an object would be a
   channel between jobs running at the same time; POSIX shared memory and semaphores are unaffected;
+- kernel memory no limit of the program's counts: extended attributes (``setxattr``,
+  ``lsetxattr``, ``fsetxattr``: on tmpfs they are bounded by neither the scratch size nor the
+  inode count, and outlive the program in the slot's memory cgroup) and ``memfd_create`` (anonymous
+  files outside the scratch tmpfs, whose pages are charged to the cgroup but to no process, so the
+  OOM killer would pick a neighbour);
 - reaching other processes or the kernel: ``ptrace``, ``process_vm_readv/writev``, ``kcmp``,
   module and kexec loading, ``acct``, ``swapon/off``, ``reboot``, ``syslog``, ``quotactl``,
   ``open_by_handle_at``.
@@ -47,7 +52,8 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "m
            "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
            "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "kexec_load", "kexec_file_load",
            "init_module", "finit_module", "delete_module", "acct", "swapon", "swapoff", "reboot",
-           "syslog", "quotactl", "open_by_handle_at", "shmget", "semget", "msgget")
+           "syslog", "quotactl", "open_by_handle_at", "shmget", "semget", "msgget", "setxattr", "lsetxattr",
+           "fsetxattr", "memfd_create")
 _COMMON = {"open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
            "fspick": 433, "mount_setattr": 442, "io_uring_setup": 425, "io_uring_enter": 426,
            "io_uring_register": 427, "clone3": 435}
@@ -60,7 +66,8 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
                             "finit_module": 313, "delete_module": 176, "acct": 163, "swapon": 167,
                             "swapoff": 168, "reboot": 169, "syslog": 103, "quotactl": 179,
                             "open_by_handle_at": 304, "clone": 56, "shmget": 29, "semget": 64,
-                            "msgget": 68}),
+                            "msgget": 68, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+                            "memfd_create": 319}),
     "aarch64": (0xC00000B7, {**_COMMON, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39,
                              "pivot_root": 41, "add_key": 217, "request_key": 218, "keyctl": 219,
                              "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "ptrace": 117,
@@ -69,7 +76,8 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
                              "finit_module": 273, "delete_module": 106, "acct": 89, "swapon": 224,
                              "swapoff": 225, "reboot": 142, "syslog": 116, "quotactl": 60,
                              "open_by_handle_at": 265, "clone": 220, "shmget": 194, "semget": 190,
-                             "msgget": 186}),
+                             "msgget": 186, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7,
+                             "memfd_create": 279}),
 }
 _PROGRAM: list[bytes] = []
 _LIBC: list[ctypes.CDLL] = []
