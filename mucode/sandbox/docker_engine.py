@@ -60,8 +60,10 @@ The local backend's jail.sh mounts its scratch dirs with the same number."""
 
 def container_options(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int, scratch_mb: int,
                       memory_mb: int, cpus: float, pids_limit: int, owner: str,
-                      executor_args: list[str]) -> dict[str, Any]:
-    """Keyword arguments of ``DockerClient.containers.create`` for one sandbox container."""
+                      executor_args: list[str], oom_score_adj: int | None = -1000) -> dict[str, Any]:
+    """Keyword arguments of ``DockerClient.containers.create`` for one sandbox container.
+    ``oom_score_adj`` (None: the daemon's default): the executor's root processes are never the OOM
+    killer's choice at -1000 (its test processes raise theirs to 1000)."""
     tmpfs = {f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size={scratch_mb}m,nr_inodes={SCRATCH_INODES},uid={uid},"
                               f"gid={uid},mode=0700"
              for i, uid in enumerate(range(uid_base, uid_base + slots))}
@@ -73,8 +75,6 @@ def container_options(*, name: str, image: str, sock_dir: str, slots: int, uid_b
         "network_mode": "none", "read_only": True, "ipc_mode": "none",
         "cap_drop": ["ALL"], "cap_add": ["SETUID", "SETGID"], "security_opt": ["no-new-privileges"],
         "pids_limit": pids_limit, "mem_limit": f"{memory_mb}m", "memswap_limit": f"{memory_mb}m",
-        # the executor's root processes are never the OOM killer's choice (its test processes: 1000)
-        "oom_score_adj": -1000,
         # A container is one CPU scheduling group: with the default weight (1024) its slots together
         # weigh as much as one host process. Weight it like `slots` processes.
         "cpu_shares": 1024 * slots,
@@ -83,6 +83,8 @@ def container_options(*, name: str, image: str, sock_dir: str, slots: int, uid_b
     }
     if cpus > 0:
         options["nano_cpus"] = int(cpus * 1e9)
+    if oom_score_adj is not None:
+        options["oom_score_adj"] = oom_score_adj
     return options
 
 

@@ -24,7 +24,7 @@ from mucode.sandbox.docker_engine import LABEL, Engine
 BENIGN = stdio_job("print(int(input()) + 1)", ["41\n"], ["42"])
 # The HostConfig fields that make up the hardening (docs/sandbox.md lists the same options).
 HARDENING = ["NetworkMode", "ReadonlyRootfs", "IpcMode", "CapDrop", "CapAdd", "SecurityOpt", "PidsLimit", "Memory",
-             "MemorySwap", "NanoCpus", "CpuShares", "Tmpfs", "Binds", "Privileged"]
+             "MemorySwap", "NanoCpus", "CpuShares", "Tmpfs", "Binds", "Privileged", "OomScoreAdj"]
 
 
 def _inspect(name: str) -> dict[str, Any]:
@@ -60,8 +60,10 @@ def test_every_hardening_option_is_set_on_the_created_container() -> None:
         assert hc["PidsLimit"] == 150
         assert hc["Memory"] == hc["MemorySwap"] == 700 << 20  # no swap beyond the memory limit
         assert hc["NanoCpus"] == 1_500_000_000 and hc["CpuShares"] == 2048
-        assert hc["Tmpfs"] == {f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size=32m,uid={u},gid={u},mode=0700"
-                               for i, u in enumerate((11100, 11101))}
+        assert hc["Tmpfs"] == {f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size=32m,nr_inodes=32768,uid={u},gid={u},"
+                                                f"mode=0700" for i, u in enumerate((11100, 11101))}
+        # -1000 unless this daemon may not lower it (the pool then starts its containers without it)
+        assert hc["OomScoreAdj"] == (h.backend.oom_score_adj or 0)  # type: ignore[attr-defined]
         assert hc["Binds"] == [f"{sock_dir}:/run/mucode:rw"]
         labels = info["Config"]["Labels"]
         assert labels[LABEL] == "1" and labels[f"{LABEL}.owner"] == h.backend.owner  # type: ignore[attr-defined]
@@ -76,8 +78,9 @@ def test_every_hardening_option_is_set_on_the_created_container() -> None:
                 "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID",
                 "--security-opt", "no-new-privileges", "--pids-limit", "150", "--memory", "700m",
                 "--memory-swap", "700m", "--cpus", "1.5", "--cpu-shares", "2048",
-                "--tmpfs", "/scratch/0:rw,nosuid,nodev,noexec,size=32m,uid=11100,gid=11100,mode=0700",
-                "--tmpfs", "/scratch/1:rw,nosuid,nodev,noexec,size=32m,uid=11101,gid=11101,mode=0700",
+                "--tmpfs", "/scratch/0:rw,nosuid,nodev,noexec,size=32m,nr_inodes=32768,uid=11100,gid=11100,mode=0700",
+                "--tmpfs", "/scratch/1:rw,nosuid,nodev,noexec,size=32m,nr_inodes=32768,uid=11101,gid=11101,mode=0700",
+                *(["--oom-score-adj", "-1000"] if h.backend.oom_score_adj else []),  # type: ignore[attr-defined]
                 "-v", f"{sock_dir}:/run/mucode", "mucode-sandbox:latest")
         ref = _inspect(reference)["HostConfig"]
         for key in HARDENING:

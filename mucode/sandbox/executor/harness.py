@@ -48,7 +48,8 @@ CTL_FD, REQ_FD, REP_FD = 3, 4, 5
 
 def free_names(tree: ast.AST) -> list[str]:
     """Names the code loads but never binds (anywhere), builtins excluded."""
-    loads, bound = set(), set()
+    loads: set[str] = set()
+    bound: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
@@ -155,7 +156,7 @@ def run_harness(job: dict[str, Any], token: str, cap: int) -> None:
         namespace.update(_names(Peer(cap), wanted) if wanted else {})
         del job
         exec(compiled, namespace)
-        os.write(CTL_FD, ('{"ev": "asserts_done", "token": "%s"}\n' % token).encode())
+        os.write(CTL_FD, (json.dumps({"ev": "asserts_done", "token": token}) + "\n").encode())
         code = 0
     except BaseException as exc:  # noqa: BLE001 - any failure of the tests is the program's
         with contextlib.suppress(BaseException):

@@ -29,7 +29,7 @@ class NotPlain(Exception):
 
 
 def _iterator_items(x: Any, d: int) -> list[object]:
-    out = []
+    out: list[object] = []
     for v in x:
         if len(out) >= MAX_ITEMS:
             raise NotPlain("iterator too long")

@@ -62,10 +62,10 @@ def _fresh_streams() -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = stdin, stdout, stderr  # type: ignore[misc]
 
 
-def _reply(module: types.ModuleType, request: object) -> bytes:
+def _reply(module: types.ModuleType, request: object) -> Any:
     """One answer of the call server (see ``serve_calls``)."""
     if type(request) is tuple and len(request) == 2 and request[0] == "resolve":
-        table = []
+        table: list[tuple[object, ...]] = []
         for name in request[1] if type(request[1]) is list else []:
             if type(name) is not str or name not in module.__dict__:
                 continue
