@@ -136,25 +136,33 @@ def _names(peer: Peer, wanted: list[str]) -> dict[str, Any]:
     return out
 
 
-def run_harness(job: dict[str, Any], token: str, cap: int) -> None:
+def prepare(source: str, entry_point: str | None) -> tuple[Any, list[str], str | None]:
+    """In the job handler, before the harness is forked (its pages are then shared, not copied on
+    write by each harness): the compiled test code (``check(<entry_point>)`` appended when set), the
+    names to look up in the program, and why the code does not compile (None when it does)."""
+    try:
+        tree = ast.parse(source, "tests.py")
+        if entry_point:  # HumanEval style: check(<entry_point>) after the test code
+            tree.body.append(ast.Expr(ast.Call(ast.Name("check", ast.Load()), [ast.Name(entry_point, ast.Load())], [])))
+            ast.fix_missing_locations(tree)
+        wanted = free_names(tree)
+        if entry_point and entry_point not in wanted:  # an entry point named like a builtin is the program's
+            wanted.append(entry_point)
+        return compile(tree, "tests.py", "exec", dont_inherit=True), wanted, None
+    except (SyntaxError, ValueError, TypeError, OverflowError, MemoryError, RecursionError) as exc:
+        return None, [], f"{type(exc).__name__}: {exc}"[:500]
+
+
+def run_harness(compiled: Any, wanted: list[str], error: str | None, token: str, cap: int) -> None:
     """Never returns: exits 0 after writing the end-of-tests record, 1 on any failure."""
     out = os.fdopen(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
     sys.stdout = sys.stderr = out
     code = 1
     try:
-        source = job.get("assert_code") or ""
-        tree = ast.parse(source, "tests.py")
-        entry = job.get("entry_point")
-        if entry:  # HumanEval style: check(<entry_point>) after the test code
-            tree.body.append(ast.Expr(ast.Call(ast.Name("check", ast.Load()), [ast.Name(entry, ast.Load())], [])))
-            ast.fix_missing_locations(tree)
-        wanted = free_names(tree)
-        if entry and entry not in wanted:  # an entry point named like a builtin is still the program's
-            wanted.append(entry)
-        compiled = compile(tree, "tests.py", "exec", dont_inherit=True)
+        if compiled is None:
+            raise SyntaxError(f"the test code does not compile: {error}")
         namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
         namespace.update(_names(Peer(cap), wanted) if wanted else {})
-        del job
         exec(compiled, namespace)
         os.write(CTL_FD, (json.dumps({"ev": "asserts_done", "token": token}) + "\n").encode())
         code = 0

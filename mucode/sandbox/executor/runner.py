@@ -204,7 +204,7 @@ def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_
     compiling = job.get("phase") == "compile"
     if role == "harness":
         try:
-            harness.run_harness(job, job.pop("token"), lim.output_limit_bytes)
+            harness.run_harness(job["compiled"], job["wanted"], job["error"], job["token"], lim.output_limit_bytes)
         finally:
             _exit(1)
     if lang.runner == "fork_python" and not compiling:
@@ -250,14 +250,6 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
     start = time.monotonic()
     two = job.get("mode") == "assert" and lang.runner == "fork_python"
     h = _Harness.start(job, lang, slot, lim, token) if two else None
-    if h is not None and not h.ready:
-        for fd in (stdin_r, stdin_w, out_r, out_w, err_r, err_w, ctl_r, ctl_w):
-            os.close(fd)
-        h.close_all()
-        if not cleanup.kill_slot(slot.uid) or h.pid not in cleanup.reap(REAP_DEADLINE_S)[0]:
-            raise SlotStuck(f"the harness of slot {slot.index} did not die within their deadline")
-        return {**_EMPTY_OUTCOME, "status": "sandbox_error", "message": "the test harness failed to start: "
-                + bytes(h.err.data)[-500:].decode("utf-8", "replace"), "asserts": []}
     pid = os.fork()
     if pid == 0:
         fds = (stdin_r, out_w, err_w, ctl_w, *(h.program_fds if h is not None else ()))
@@ -274,15 +266,23 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
     for fd, cap in ((out_r, out), (err_r, err), (ctl_r, ctl), *(h.captures() if h is not None else ())):
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ, cap)
-    sel.register(h.pidfd if h is not None else pidfd, selectors.EVENT_READ, "exit")  # assert: the tests end it
+    exit_fd = h.pidfd if h is not None else pidfd  # assert mode: the end of the tests ends the run
+    sel.register(exit_fd, selectors.EVENT_READ, "exit")
+    stopped = False  # assert mode: the program still serving when the tests ended (stopped here)
     try:
         limit_hit = _watch(sel, stdin_w, stdin_data, start + lim.wall_limit_s)
+        if h is not None and limit_hit is None and not select.select([pidfd], [], [], 0)[0]:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # the tests are over: no /proc scan needed
+            stopped = True
     finally:
+        sel.unregister(exit_fd)  # readable from now on: draining must not spin on it
         # Kill first when the run is over its limits, or when someone (a daemon) still holds the
         # pipes open after the child exited; then, always, every process of the slot uid.
         if limit_hit is not None or not _drain(sel, 0.02):
             cleanup.kill_slot(slot.uid)
             _drain(sel, 1.0)
+        if h is not None:  # both gone before reaping: no /proc scan for a process still exiting
+            select.select([pidfd], [], [], 1.0)
         sel.close()
         for fd in (out_r, err_r, ctl_r, pidfd):
             os.close(fd)
@@ -307,7 +307,7 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")  # what filled it goes first
     try:
         tests = h.outcome(reaped, token) if h is not None else None
-        return _outcome(job, lim, status, cpu, usage.ru_maxrss / 1024.0, wall, out, err, ctl, limit_hit, tests)
+        return _outcome(job, lim, 0 if stopped else status, cpu, usage.ru_maxrss / 1024.0, wall, out, err, ctl, limit_hit, tests)
     except Exception as exc:  # whatever the program wrote, it is its own failure  # noqa: BLE001
         return {**_EMPTY_OUTCOME, "status": "runtime_error", "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
                 "message": f"malformed output from the program: {type(exc).__name__}",
@@ -316,14 +316,16 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
 
 @dataclass
 class _Harness:
-    """The assert test harness of one run (harness.py): forked, and ready, before the program."""
+    """The assert test harness of one run (harness.py), forked before the program. The program may
+    kill it (same uid) even before it is ready: that is the program's failure; only a harness that
+    failed its own setup (exit ``_SETUP_FAILED``, which nothing of the program can cause: it fails
+    before the switch to the slot uid or in steps the program cannot reach) is a sandbox error."""
 
     pid: int
     pidfd: int
     err: Capture
     ctl: Capture
     fds: list[int]  # its stderr and control pipes (read here), then the program's two pipe ends
-    ready: bool = False
 
     @classmethod
     def start(cls, job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, token: str) -> _Harness:
@@ -333,30 +335,15 @@ class _Harness:
         err_r, err_w = os.pipe()
         ctl_r, ctl_w = os.pipe()
         os.close(in_w)
-        tests = {"mode": "assert", "assert_code": job.get("assert_code"), "entry_point": job.get("entry_point"),
-                 "token": token}
+        compiled, wanted, error = harness.prepare(job.get("assert_code") or "", job.get("entry_point"))
+        tests = {"mode": "assert", "compiled": compiled, "wanted": wanted, "error": error, "token": token}
         pid = os.fork()
         if pid == 0:
             _child(tests, lang, slot, "/", "", lim, (in_r, err_w, err_w, ctl_w, req_w, rep_r), "", role="harness")
         for fd in (in_r, err_w, ctl_w, req_w, rep_r):
             os.close(fd)
-        h = cls(pid, os.pidfd_open(pid), Capture(lim.output_limit_bytes, STDERR_KEEP_BYTES),
-                Capture(CTL_SLACK_BYTES, CTL_SLACK_BYTES), [err_r, ctl_r, req_r, rep_w])
-        h.ready = h._wait_ready(REAP_DEADLINE_S)
-        return h
-
-    def _wait_ready(self, timeout_s: float) -> bool:
-        end = time.monotonic() + timeout_s
-        while b"\n" not in self.ctl.data:
-            left = end - time.monotonic()
-            readable = select.select([self.fds[1], self.pidfd], [], [], max(0.0, left))[0] if left > 0 else []
-            if self.fds[1] not in readable:
-                return False
-            chunk = os.read(self.fds[1], 4096)
-            if not chunk:
-                return False
-            self.ctl.add(chunk)
-        return any(ev["ev"] == "ready" for ev in _ctl_events(self.ctl))
+        return cls(pid, os.pidfd_open(pid), Capture(lim.output_limit_bytes, STDERR_KEEP_BYTES),
+                   Capture(CTL_SLACK_BYTES, CTL_SLACK_BYTES), [err_r, ctl_r, req_r, rep_w])
 
     @property
     def program_fds(self) -> tuple[int, int]:
@@ -382,7 +369,10 @@ class _Harness:
         events = _ctl_events(self.ctl)
         done = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and any(
             ev["ev"] == "asserts_done" and ev.get("token") == token for ev in events)
-        return {"done": done, "events": events, "sig": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        setup_failed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _SETUP_FAILED and not any(
+            ev["ev"] == "ready" for ev in events)
+        return {"done": done, "events": events, "setup_failed": setup_failed,
+                "sig": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                 "stderr": bytes(self.err.data), "truncated": self.err.truncated}
 
 
@@ -493,8 +483,6 @@ def _outcome(job: dict[str, Any], lim: Limits, status: int, cpu: float, peak_mb:
     events = _ctl_events(ctl)
     if tests is not None:
         events = [ev for ev in events if ev["ev"] not in ("asserts_done", "output_limit")]
-        if tests["done"] and limit_hit is None:  # the tests ended: the program was stopped by us
-            status = 0
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     kinds = {ev["ev"] for ev in events}
@@ -503,10 +491,10 @@ def _outcome(job: dict[str, Any], lim: Limits, status: int, cpu: float, peak_mb:
     stdout = bytes(out.data)
     truncated = out.truncated or err.truncated
     message = None
-    if "ready" not in kinds and limit_hit is None:
+    if ("ready" not in kinds or (tests is not None and tests["setup_failed"])) and limit_hit is None:
         verdict = "sandbox_error"
-        message = "the test process failed before running the program: " + bytes(err.data)[-500:].decode(
-            "utf-8", "replace")
+        message = "the test process failed before running the program: " + (bytes(err.data)[-500:] + (
+            tests["stderr"][-500:] if tests is not None else b"")).decode("utf-8", "replace")
     elif limit_hit == "output" or ctl.over or any(ev["ev"] == "output_limit" for ev in harness_events):
         verdict, limit_hit = "output_limit", "output"
     elif limit_hit == "wall_time":
