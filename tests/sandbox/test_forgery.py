@@ -208,3 +208,17 @@ def test_a_hostile_slot_does_not_harm_its_neighbour(sb: Handle) -> None:
         assert r.verdict is Verdict.correct, r
     every_slot_correct(sb)
     assert_nothing_left(sb)
+
+
+CGROUP_FILL = GUARD + "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n"
+
+
+def test_a_full_memory_cgroup_is_the_programs_memory_limit(sb: Handle) -> None:
+    """The address-space limit is above the memory cgroup's (local: the slot's, 2 GiB; docker: the
+    container's, 1 GiB x 3 slots): the kernel's OOM kill is the program's ``memory_limit``, not a
+    ``runtime_error`` (docker used to report one: it could not see the container's OOM kills)."""
+    assert_confined(sb)
+    r = sb.judge(stdio_job(CGROUP_FILL, [""], [""], time_limit_s=10, memory_limit_mb=8192))
+    assert r.verdict is Verdict.memory_limit, r
+    every_slot_correct(sb)
+    assert_nothing_left(sb)

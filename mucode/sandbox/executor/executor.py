@@ -170,6 +170,9 @@ def close_shared_dirs() -> list[str]:
     return still
 
 
+CONTAINER_OOM_CONTROL = "/sys/fs/cgroup/memory/memory.oom_control"  # cgroup v1, as docker mounts it
+
+
 def _slot(i: int, args: argparse.Namespace) -> Slot:
     procs: list[str] = []
     oom = None
@@ -180,7 +183,9 @@ def _slot(i: int, args: argparse.Namespace) -> Slot:
                 procs.append(os.path.join(path, "cgroup.procs"))
                 if os.path.isfile(os.path.join(path, "memory.oom_control")):
                     oom = os.path.join(path, "memory.oom_control")
-    return Slot(i, args.uid_base + i, os.path.join(args.scratch, str(i)), tuple(procs), oom)
+    shared = oom is None and os.access(CONTAINER_OOM_CONTROL, os.R_OK)  # docker: the container's cgroup
+    return Slot(i, args.uid_base + i, os.path.join(args.scratch, str(i)), tuple(procs),
+                CONTAINER_OOM_CONTROL if shared else oom, shared)
 
 
 def _slots(args: argparse.Namespace) -> list[Slot]:

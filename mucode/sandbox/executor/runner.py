@@ -82,6 +82,7 @@ class Slot:
     root: str  # scratch dir owned by uid (a tmpfs of its own where the deployment allows)
     cgroup_procs: tuple[str, ...] = ()  # cgroup.procs files of this slot's own cgroups, if any
     oom_control: str | None = None  # the slot memory cgroup's memory.oom_control
+    oom_shared: bool = False  # oom_control is the container's, shared with the other slots
 
     def oom_kills(self) -> int:
         """OOM kills so far in the slot's memory cgroup (0 without one)."""
@@ -301,8 +302,9 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     wall = time.monotonic() - start
-    if limit_hit is None and slot.oom_kills() > oom_before:
-        limit_hit = "memory_cgroup"
+    killed_by_kernel = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and not stopped
+    if limit_hit is None and slot.oom_kills() > oom_before and (killed_by_kernel or not slot.oom_shared):
+        limit_hit = "memory_cgroup"  # a shared cgroup's kill is this run's only if it took this run
     if limit_hit == "memory_cgroup" and not cleanup.wipe(slot.root, slot.uid, keep=keep):
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")  # what filled it goes first
     try:
