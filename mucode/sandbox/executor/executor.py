@@ -8,7 +8,8 @@ Process tree (all root inside the sandbox, every program child unprivileged):
     main (pid 1 in its pid namespace; serves health pings on <socket>.ctl, respawns slot managers)
     └── slot manager i (one per slot; forks one handler at a time; never reads a job)
         └── job handler (pre-forked by the manager; accepts one connection: holds only that job's data)
-            └── test child (forked per test; uid = uid_base + i, rlimits, no-new-privs; runner.py)
+            ├── test child (forked per test; uid = uid_base + i, rlimits, no-new-privs; runner.py)
+            └── assert harness (assert format: the test code, in a process of its own; harness.py)
 
 Jobs carry the program and the test inputs, never the expected outputs. The handler streams one
 result frame per test and waits for ``next``/``stop`` from the client before the next test, so

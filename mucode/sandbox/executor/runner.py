@@ -22,6 +22,13 @@ used by nobody else and a scratch directory owned by that uid. Per test:
    After each job the slot manager does the same and removes the slot's SysV IPC objects. Every
    wait has a deadline; a slot that cannot be cleaned in time raises ``SlotStuck``.
 
+Assert format (``fork_python``): two children per test, the harness (harness.py, forked first,
+non-dumpable, its own control pipe and the run's token) and the program (which then serves calls
+on fds 4/5). The harness's exit ends the run; the program, if still serving, is killed through its
+pidfd (no ``/proc`` scan) and its status then counts as a clean exit. A harness that died before
+writing ``ready`` is the program's failure (it may kill it, same uid) unless it exited
+``_SETUP_FAILED``. Only the harness's end-of-tests record, with the token, passes the test.
+
 The control pipe is the program's too (it can write anything there): it is parsed defensively and
 anything malformed is the program's own failure (``runtime_error``), never a ``sandbox_error``.
 A call-mode return value counts against the output cap like stdout.
@@ -289,15 +296,7 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
             os.close(fd)
         if h is not None:
             h.close_all()
-    reaped, left = cleanup.reap(0.0)  # every process of the run descends from us: none left, none alive
-    killed = True
-    if left:
-        killed = cleanup.kill_slot(slot.uid)
-        more, _ = cleanup.reap(REAP_DEADLINE_S)
-        reaped.update(more)
-    if not killed or pid not in reaped or (h is not None and h.pid not in reaped):
-        raise SlotStuck(f"the processes of slot {slot.index} did not die within their deadline")
-    cleanup.remove_ipc(slot.uid)  # before any reply leaves: another slot's next job must not see them
+    reaped = _reap_run(slot, [pid] if h is None else [pid, h.pid])
     status, usage = reaped[pid]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -314,6 +313,22 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
         return {**_EMPTY_OUTCOME, "status": "runtime_error", "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
                 "message": f"malformed output from the program: {type(exc).__name__}",
                 **({"asserts": []} if job.get("mode") == "assert" else {})}
+
+
+def _reap_run(slot: Slot, pids: list[int]) -> dict[int, tuple[int, Any]]:
+    """Reap every process of the run (all descend from us: none left means none alive), killing
+    what is left; then remove the slot uid's SysV IPC objects, before any reply leaves (another
+    slot's next job must not see them). Raises SlotStuck past the deadline."""
+    reaped, left = cleanup.reap(0.0)
+    killed = True
+    if left:
+        killed = cleanup.kill_slot(slot.uid)
+        more, _ = cleanup.reap(REAP_DEADLINE_S)
+        reaped.update(more)
+    if not killed or any(p not in reaped for p in pids):
+        raise SlotStuck(f"the processes of slot {slot.index} did not die within their deadline")
+    cleanup.remove_ipc(slot.uid)
+    return reaped
 
 
 @dataclass
