@@ -315,7 +315,7 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
                 **({"asserts": []} if job.get("mode") == "assert" else {})}
 
 
-def _reap_run(slot: Slot, pids: list[int]) -> dict[int, tuple[int, Any]]:
+def _reap_run(slot: Slot, pids: list[int]) -> Any:
     """Reap every process of the run (all descend from us: none left means none alive), killing
     what is left; then remove the slot uid's SysV IPC objects, before any reply leaves (another
     slot's next job must not see them). Raises SlotStuck past the deadline."""
