@@ -280,8 +280,9 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
     try:
         limit_hit = _watch(sel, stdin_w, stdin_data, start + lim.wall_limit_s)
         if h is not None and limit_hit is None and not select.select([pidfd], [], [], 0)[0]:
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # the tests are over: no /proc scan needed
-            stopped = True
+            with cleanup.as_slot(slot.uid), contextlib.suppress(OSError):  # docker drops CAP_KILL
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # the tests are over: no /proc scan
+                stopped = True
     finally:
         sel.unregister(exit_fd)  # readable from now on: draining must not spin on it
         # Kill first when the run is over its limits, or when someone (a daemon) still holds the
