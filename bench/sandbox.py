@@ -42,7 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mucode.sandbox import CodeJob, TestSpec, Verdict, make_backend  # noqa: E402
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec, make_backend  # noqa: E402
 from proctree import cpu_s  # noqa: E402  (bench/proctree.py)
 
 HELLO = "print('hello world')"
@@ -66,8 +67,10 @@ class Row:
     jobs: int
 
     def line(self) -> str:
-        return (f"| {self.system} | {self.workload} | {self.concurrency} | {self.tests_per_s:.0f} | "
-                f"{self.p50_ms:.1f} | {self.p95_ms:.1f} | {self.jobs} |")
+        return (
+            f"| {self.system} | {self.workload} | {self.concurrency} | {self.tests_per_s:.0f} | "
+            f"{self.p50_ms:.1f} | {self.p95_ms:.1f} | {self.jobs} |"
+        )
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -76,7 +79,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def _row(system: str, workload: str, conc: int, lat: list[float], wall: float, tests_per_job: int) -> Row:
-    return Row(system, workload, conc, len(lat) * tests_per_job / wall, _pct(lat, 0.5), _pct(lat, 0.95), len(lat))
+    return Row(
+        system, workload, conc, len(lat) * tests_per_job / wall, _pct(lat, 0.5), _pct(lat, 0.95), len(lat)
+    )
 
 
 async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -> list[Row]:
@@ -98,7 +103,7 @@ async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -
                         t = time.perf_counter()
                         r = await backend.judge(job)
                         lat.append(time.perf_counter() - t)
-                        if r.verdict is not Verdict.correct:
+                        if r.verdict is not Status.correct:
                             raise RuntimeError(f"{name}: {r}")
 
                 start = time.perf_counter()
@@ -138,7 +143,7 @@ async def under_attack(backend, name: str, jobs: int, conc: int = 2) -> Row:  # 
             t = time.perf_counter()
             r = await backend.judge(job)
             lat.append(time.perf_counter() - t)
-            if r.verdict is not Verdict.correct:
+            if r.verdict is not Status.correct:
                 raise RuntimeError(f"{name} under attack: {r}")
 
     start = time.perf_counter()
@@ -151,8 +156,9 @@ async def under_attack(backend, name: str, jobs: int, conc: int = 2) -> Row:  # 
 
 
 def _fresh_subprocess(program: str, stdin: str) -> str:
-    return subprocess.run([PY, "-I", "-S", "-c", program], input=stdin.encode(), capture_output=True,
-                          check=True).stdout.decode()
+    return subprocess.run(
+        [PY, "-I", "-S", "-c", program], input=stdin.encode(), capture_output=True, check=True
+    ).stdout.decode()
 
 
 def _forked(program: str, stdin: str) -> str:
@@ -202,6 +208,7 @@ def bench_floors(concs: list[int], jobs: int) -> list[Row]:
     for workload, (program, inputs, _) in WORKLOADS.items():
         n = max(4, jobs // len(inputs)) if len(inputs) > 1 else jobs
         for conc in concs:
+
             def one(_: int) -> float:
                 t = time.perf_counter()
                 for stdin in inputs:  # noqa: B023
@@ -211,16 +218,32 @@ def bench_floors(concs: list[int], jobs: int) -> list[Row]:
             start = time.perf_counter()
             with ThreadPoolExecutor(conc) as pool:
                 lat = list(pool.map(one, range(n)))
-            rows.append(_row("floor: fresh python3 -I -S", workload, conc, lat, time.perf_counter() - start,
-                             len(inputs)))
+            rows.append(
+                _row(
+                    "floor: fresh python3 -I -S",
+                    workload,
+                    conc,
+                    lat,
+                    time.perf_counter() - start,
+                    len(inputs),
+                )
+            )
             print(rows[-1].line(), flush=True)
             ctx = mp.get_context("fork")
             start = time.perf_counter()
             with ctx.Pool(conc) as pool:
                 parts = pool.map(_fork_worker, [(program, inputs, max(1, n // conc))] * conc)
             lat = [x for part in parts for x in part]
-            rows.append(_row("floor: fork of a started interpreter", workload, conc, lat,
-                             time.perf_counter() - start, len(inputs)))
+            rows.append(
+                _row(
+                    "floor: fork of a started interpreter",
+                    workload,
+                    conc,
+                    lat,
+                    time.perf_counter() - start,
+                    len(inputs),
+                )
+            )
             print(rows[-1].line(), flush=True)
     return rows
 
@@ -228,9 +251,23 @@ def bench_floors(concs: list[int], jobs: int) -> list[Row]:
 def bench_docker_run(image: str, concs: list[int], n: int) -> list[Row]:
     rows = []
     program, inputs, _ = WORKLOADS["a+b"]
-    cmd = ["docker", "run", "--rm", "-i", "--network", "none", "--entrypoint", "python3", image,
-           "-I", "-S", "-c", program]
+    cmd = [
+        "docker",
+        "run",
+        "--rm",
+        "-i",
+        "--network",
+        "none",
+        "--entrypoint",
+        "python3",
+        image,
+        "-I",
+        "-S",
+        "-c",
+        program,
+    ]
     for conc in concs:
+
         def one(_: int) -> float:
             t = time.perf_counter()
             subprocess.run(cmd, input=inputs[0].encode(), capture_output=True, check=True)  # noqa: B023
@@ -277,15 +314,21 @@ def main() -> None:
     p.add_argument("--concurrency", default="1,2,8")
     p.add_argument("--jobs", type=int, default=200, help="jobs per cell (30-test cells: jobs/30, at least 4)")
     p.add_argument("--containers", type=int, default=8)
-    p.add_argument("--slots", type=int, default=1, help="slots per container (docker); local gets containers x slots")
+    p.add_argument(
+        "--slots", type=int, default=1, help="slots per container (docker); local gets containers x slots"
+    )
     p.add_argument("--image", default="mucode-sandbox:latest")
     p.add_argument("--docker-run-programs", type=int, default=16)
     p.add_argument("--no-floors", action="store_true")
-    p.add_argument("--no-fair-cgroup", action="store_true", help="do not weight this process like the /docker cgroup")
+    p.add_argument(
+        "--no-fair-cgroup", action="store_true", help="do not weight this process like the /docker cgroup"
+    )
     p.add_argument("--compare-dir", help="A/B against the executor in this dir (local) ...")
     p.add_argument("--compare-image", help="... and this sandbox image (docker)")
     p.add_argument("--rounds", type=int, default=6, help="A/B: interleaved rounds")
-    p.add_argument("--assert-ab", metavar="OLD_TREE", help="A/B of HumanEval-style assert jobs against that checkout")
+    p.add_argument(
+        "--assert-ab", metavar="OLD_TREE", help="A/B of HumanEval-style assert jobs against that checkout"
+    )
     args = p.parse_args()
     if args.assert_ab:
         assert_ab(Path(args.assert_ab), args.rounds)
@@ -309,7 +352,9 @@ def _executor_cpu_s(backend) -> float:  # type: ignore[no-untyped-def]
         return cpu_s(backend._proc.pid)
     total = 0.0
     for name in backend.container_names:
-        cid = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True).stdout.strip()
+        cid = subprocess.run(
+            ["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True
+        ).stdout.strip()
         usage = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
         total += int(usage.read_text()) / 1e9 if usage.exists() else float("nan")
     return total
@@ -320,14 +365,18 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
     import statistics
 
     if kind == "local":
-        old = make_backend("local", slots=4, uid_base=62100, executor_dir=args.compare_dir, health_interval_s=0)
+        old = make_backend(
+            "local", slots=4, uid_base=62100, executor_dir=args.compare_dir, health_interval_s=0
+        )
         new = make_backend("local", slots=4, uid_base=62200, health_interval_s=0)
     else:
-        old = make_backend("docker", containers=4, uid_base=12100, image=args.compare_image, health_interval_s=0)
+        old = make_backend(
+            "docker", containers=4, uid_base=12100, image=args.compare_image, health_interval_s=0
+        )
         new = make_backend("docker", containers=4, uid_base=12200, image=args.image, health_interval_s=0)
     for flag in ("--deadline-slack-s",):  # options an older executor may not know
         i = old.executor_args.index(flag)  # type: ignore[attr-defined]
-        del old.executor_args[i:i + 2]  # type: ignore[attr-defined]
+        del old.executor_args[i : i + 2]  # type: ignore[attr-defined]
     one = CodeJob(A_PLUS_B, TestSpec("stdio", ["3 4\n"], ["7"]))
     thirty = CodeJob(A_PLUS_B, TestSpec("stdio", *WORKLOADS["30 tests"][1:]))
 
@@ -337,14 +386,15 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
         async def one_job() -> None:
             async with sem:
                 r = await b.judge(job)
-                if r.verdict is not Verdict.correct:
+                if r.verdict is not Status.correct:
                     raise RuntimeError(f"{kind}: {r}")
 
         t0, c0 = time.perf_counter(), _executor_cpu_s(b)
         await asyncio.gather(*(one_job() for _ in range(n)))
         tests = n * len(job.tests.inputs)
         cpu.setdefault(id(b), {}).setdefault((len(job.tests.inputs), conc), []).append(
-            (_executor_cpu_s(b) - c0) * 1000 / tests)
+            (_executor_cpu_s(b) - c0) * 1000 / tests
+        )
         return tests / (time.perf_counter() - t0)
 
     await old.start()
@@ -356,47 +406,63 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
             for _ in range(5):
                 await b.judge(one)
         for r in range(args.rounds):
-            for name, b in ((("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old))):
+            for name, b in (("old", old), ("new", new)) if r % 2 == 0 else (("new", new), ("old", old)):
                 for wl, job, n in (("a+b", one, 60), ("30 tests", thirty, 4)):
                     for conc in (1, 4):
                         res.setdefault((wl, conc, name), []).append(await cell(b, job, conc, n))
     finally:
         await old.close()
         await new.close()
-    print(f"# {kind}: A/B, median tests/s over {args.rounds} interleaved rounds, load {os.getloadavg()[0]:.1f}")
-    print("| backend | workload | concurrency | old tests/s | new tests/s | new/old "
-          "| old executor CPU ms/test | new | new/old |\n|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"# {kind}: A/B, median tests/s over {args.rounds} interleaved rounds, load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "| backend | workload | concurrency | old tests/s | new tests/s | new/old "
+        "| old executor CPU ms/test | new | new/old |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for wl, job in (("a+b", one), ("30 tests", thirty)):
         for conc in (1, 4):
             o, n = (statistics.median(res[(wl, conc, v)]) for v in ("old", "new"))
             co, cn = (statistics.median(cpu[id(b)][(len(job.tests.inputs), conc)]) for b in (old, new))
-            print(f"| {kind} | {wl} | {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} | {co:.2f} | {cn:.2f} | {cn / co:.2f} |")
+            print(
+                f"| {kind} | {wl} | {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} | {co:.2f} | {cn:.2f} | {cn / co:.2f} |"
+            )
 
 
 HUMANEVAL = [  # (program, test code, entry point): HumanEval/0, /2 and /3 with their canonical solutions
-    ("def has_close_elements(numbers, threshold):\n    for i, a in enumerate(numbers):\n"
-     "        for j, b in enumerate(numbers):\n            if i != j and abs(a - b) < threshold:\n"
-     "                return True\n    return False\n",
-     "def check(candidate):\n    assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True\n"
-     "    assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.05) == False\n"
-     "    assert candidate([1.0, 2.0, 5.9, 4.0, 5.0], 0.95) == True\n"
-     "    assert candidate([1.0, 2.0, 5.9, 4.0, 5.0], 0.8) == False\n"
-     "    assert candidate([1.0, 2.0, 3.0, 4.0, 5.0, 2.0], 0.1) == True\n"
-     "    assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 1.0) == True\n"
-     "    assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 0.5) == False\n", "has_close_elements"),
-    ("def truncate_number(number):\n    return number % 1.0\n",
-     "def check(candidate):\n    assert candidate(3.5) == 0.5\n    assert abs(candidate(1.33) - 0.33) < 1e-6\n"
-     "    assert abs(candidate(123.456) - 0.456) < 1e-6\n", "truncate_number"),
-    ("def below_zero(operations):\n    balance = 0\n    for op in operations:\n        balance += op\n"
-     "        if balance < 0:\n            return True\n    return False\n",
-     "def check(candidate):\n    assert candidate([]) == False\n    assert candidate([1, 2, -3, 1, 2, -3]) == False\n"
-     "    assert candidate([1, 2, -4, 5, 6]) == True\n    assert candidate([1, -1, 2, -2, 5, -5, 4, -4]) == False\n"
-     "    assert candidate([1, -1, 2, -2, 5, -5, 4, -5]) == True\n"
-     "    assert candidate([1, -2, 2, -2, 5, -5, 4, -4]) == True\n", "below_zero"),
+    (
+        "def has_close_elements(numbers, threshold):\n    for i, a in enumerate(numbers):\n"
+        "        for j, b in enumerate(numbers):\n            if i != j and abs(a - b) < threshold:\n"
+        "                return True\n    return False\n",
+        "def check(candidate):\n    assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True\n"
+        "    assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.05) == False\n"
+        "    assert candidate([1.0, 2.0, 5.9, 4.0, 5.0], 0.95) == True\n"
+        "    assert candidate([1.0, 2.0, 5.9, 4.0, 5.0], 0.8) == False\n"
+        "    assert candidate([1.0, 2.0, 3.0, 4.0, 5.0, 2.0], 0.1) == True\n"
+        "    assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 1.0) == True\n"
+        "    assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 0.5) == False\n",
+        "has_close_elements",
+    ),
+    (
+        "def truncate_number(number):\n    return number % 1.0\n",
+        "def check(candidate):\n    assert candidate(3.5) == 0.5\n    assert abs(candidate(1.33) - 0.33) < 1e-6\n"
+        "    assert abs(candidate(123.456) - 0.456) < 1e-6\n",
+        "truncate_number",
+    ),
+    (
+        "def below_zero(operations):\n    balance = 0\n    for op in operations:\n        balance += op\n"
+        "        if balance < 0:\n            return True\n    return False\n",
+        "def check(candidate):\n    assert candidate([]) == False\n    assert candidate([1, 2, -3, 1, 2, -3]) == False\n"
+        "    assert candidate([1, 2, -4, 5, 6]) == True\n    assert candidate([1, -1, 2, -2, 5, -5, 4, -4]) == False\n"
+        "    assert candidate([1, -1, 2, -2, 5, -5, 4, -5]) == True\n"
+        "    assert candidate([1, -2, 2, -2, 5, -5, 4, -4]) == True\n",
+        "below_zero",
+    ),
 ]
 _ASSERT_CELL = """
 import asyncio, json, sys, time
-from mucode.sandbox import CodeJob, TestSpec, Verdict, make_backend
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec, make_backend
 problems, conc, n, bench_dir = json.loads(sys.argv[1])
 sys.path.insert(0, bench_dir)
 from proctree import cpu_s
@@ -406,12 +472,12 @@ async def main():
     await b.start()
     try:
         for j in jobs:
-            assert (await b.judge(j)).verdict is Verdict.correct
+            assert (await b.judge(j)).verdict is Status.correct
         sem = asyncio.Semaphore(conc)
         async def one(j):
             async with sem:
                 r = await b.judge(j)
-                assert r.verdict is Verdict.correct, r
+                assert r.verdict is Status.correct, r
         t, c = time.perf_counter(), cpu_s(b._proc.pid)
         await asyncio.gather(*(one(jobs[i % len(jobs)]) for i in range(n)))
         print(json.dumps([n / (time.perf_counter() - t), (cpu_s(b._proc.pid) - c) * 1000 / n]))
@@ -430,19 +496,31 @@ def assert_ab(old_tree: Path, rounds: int) -> None:
     res: dict[tuple[str, int], list[float]] = {}
     cpu: dict[tuple[str, int], list[float]] = {}
     for r in range(rounds):
-        for name, tree in ((("old", old_tree), ("new", new_tree)) if r % 2 == 0 else
-                           (("new", new_tree), ("old", old_tree))):
+        for name, tree in (
+            (("old", old_tree), ("new", new_tree)) if r % 2 == 0 else (("new", new_tree), ("old", old_tree))
+        ):
             for conc in (1, 4):
                 cell = json.dumps([HUMANEVAL, conc, 150, str(Path(__file__).resolve().parent)])
-                out = subprocess.run([sys.executable, "-c", _ASSERT_CELL, cell], cwd=tree, capture_output=True,
-                                     env={**os.environ, "PYTHONPATH": str(tree)}, text=True, check=True, timeout=600)
+                out = subprocess.run(
+                    [sys.executable, "-c", _ASSERT_CELL, cell],
+                    cwd=tree,
+                    capture_output=True,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                    text=True,
+                    check=True,
+                    timeout=600,
+                )
                 rate, ms = json.loads(out.stdout.splitlines()[-1])
                 res.setdefault((name, conc), []).append(rate)
                 cpu.setdefault((name, conc), []).append(ms)
-    print(f"# HumanEval-style assert jobs, local backend, median jobs/s over {rounds} interleaved rounds, "
-          f"load {os.getloadavg()[0]:.1f}")
-    print("| concurrency | old jobs/s | new jobs/s | new/old | old executor CPU ms/job | new | new/old |\n"
-          "|---|---|---|---|---|---|---|")
+    print(
+        f"# HumanEval-style assert jobs, local backend, median jobs/s over {rounds} interleaved rounds, "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "| concurrency | old jobs/s | new jobs/s | new/old | old executor CPU ms/job | new | new/old |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     for conc in (1, 4):
         o, n = (statistics.median(res[(v, conc)]) for v in ("old", "new"))
         co, cn = (statistics.median(cpu[(v, conc)]) for v in ("old", "new"))
@@ -451,14 +529,19 @@ def assert_ab(old_tree: Path, rounds: int) -> None:
 
 def run(args: argparse.Namespace, fair: bool) -> None:
     concs = [int(c) for c in args.concurrency.split(",")]
-    print(f"# sandbox bench, {os.cpu_count()} cores, load before: {os.getloadavg()[0]:.2f}, "
-          f"bench in a CPU cgroup weighted like /docker: {fair}")
+    print(
+        f"# sandbox bench, {os.cpu_count()} cores, load before: {os.getloadavg()[0]:.2f}, "
+        f"bench in a CPU cgroup weighted like /docker: {fair}"
+    )
     print("| system | workload | concurrency | tests/s | p50 ms/job | p95 ms/job | jobs |")
     print("|---|---|---|---|---|---|---|")
     rows: list[Row] = []
     for name in [b for b in args.backends.split(",") if b]:
-        opts = ({"containers": args.containers, "slots_per_container": args.slots, "health_interval_s": 0}
-                if name == "docker" else {"slots": args.slots * args.containers, "health_interval_s": 0})
+        opts = (
+            {"containers": args.containers, "slots_per_container": args.slots, "health_interval_s": 0}
+            if name == "docker"
+            else {"slots": args.slots * args.containers, "health_interval_s": 0}
+        )
         rows += asyncio.run(bench_backend(name, opts, concs, args.jobs))
     if not args.no_floors:
         rows += bench_floors(concs, args.jobs)
@@ -469,11 +552,15 @@ def run(args: argparse.Namespace, fair: bool) -> None:
     for conc in concs:
         d, f = by.get(("docker", "a+b", conc)), by.get(("floor: fresh python3 -I -S", "a+b", conc))
         if d and f:
-            print(f"# a+b at concurrency {conc}: docker {d:.0f} tests/s = {d / f:.2f}x the fresh-subprocess floor")
+            print(
+                f"# a+b at concurrency {conc}: docker {d:.0f} tests/s = {d / f:.2f}x the fresh-subprocess floor"
+            )
     run1 = by.get(("docker run per program", "a+b", 1))
     if run1:
         best = max((v for (s, w, _), v in by.items() if s == "docker" and w == "a+b"), default=0)
-        print(f"# a+b: docker backend best {best:.0f} tests/s = {best / run1:.1f}x one `docker run` per program")
+        print(
+            f"# a+b: docker backend best {best:.0f} tests/s = {best / run1:.1f}x one `docker run` per program"
+        )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from mucode.eval.core import (
     outcomes_for_part,
     run_task,
 )
-from mucode.eval.evalplus_driver import build_program, build_tests
+from mucode.eval.evalplus.driver import build_program, build_tests
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
 from mucode.eval.report import summarize
 from mucode.rewards.code import MAX_TIME_LIMIT_S

@@ -149,7 +149,7 @@ def check(candidate):
         raise AssertionError(verdict)
 '''
 
-_WRAPPER = r'''
+_WRAPPER = r"""
 import io, os, sys
 
 class _NoInput(io.StringIO):
@@ -161,7 +161,9 @@ sys.stdout = sys.stderr = open(os.devnull, "w")
 sys.stdin = _NoInput()
 _namespace = {}
 exec(compile(_CODE, "solution.py", "exec"), _namespace)
-'''
+"""
+
+
 def _oracle_source() -> str:
     from evalplus.eval import _special_oracle
 
@@ -201,5 +203,8 @@ def build_tests(
 def build_program(code: str, entry_point: str) -> str:
     """The sandboxed program: the sample's code run as evalplus runs it, its entry point bound at
     the top level (a sample without it fails when the tests look it up)."""
-    return (f"_CODE = {code!r}\n" + _WRAPPER
-            + f"if {entry_point!r} in _namespace:\n    {entry_point} = _namespace[{entry_point!r}]\n")
+    return (
+        f"_CODE = {code!r}\n"
+        + _WRAPPER
+        + f"if {entry_point!r} in _namespace:\n    {entry_point} = _namespace[{entry_point!r}]\n"
+    )

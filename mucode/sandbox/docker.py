@@ -59,16 +59,32 @@ class DockerPoolBackend(PooledBackend):
     name = "docker"
     option_hints: ClassVar[dict[str, str]] = {
         "socket_dir": "executors started elsewhere (a dir of their sockets, as in compose.yaml) are the "
-                      "`attach` backend: MUCODE_BACKEND=attach",
+        "`attach` backend: MUCODE_BACKEND=attach",
         "docker": "the docker backend uses the Docker SDK, not the CLI: set docker_host (or DOCKER_HOST) instead",
     }
 
-    def __init__(self, *, image: str = "mucode-sandbox:latest", containers: int = 4, slots_per_container: int = 1,
-                 uid_base: int = 10000, scratch_mb: int = 64, memory_mb: int | None = None,
-                 cpus: float | None = None, pids_limit: int | None = None, nproc: int = 64, fsize_mb: int = 32,
-                 output_limit_bytes: int = 16 << 20, wall_factor: float = 2.0, deadline_slack_s: float = 45.0,
-                 docker_host: str | None = None, health_interval_s: float = 5.0, start_timeout_s: float = 60.0,
-                 acquire_timeout_s: float = 600.0, oom_score_adj: int | None = -1000) -> None:
+    def __init__(
+        self,
+        *,
+        image: str = "mucode-sandbox:latest",
+        containers: int = 4,
+        slots_per_container: int = 1,
+        uid_base: int = 10000,
+        scratch_mb: int = 64,
+        memory_mb: int | None = None,
+        cpus: float | None = None,
+        pids_limit: int | None = None,
+        nproc: int = 64,
+        fsize_mb: int = 32,
+        output_limit_bytes: int = 16 << 20,
+        wall_factor: float = 2.0,
+        deadline_slack_s: float = 45.0,
+        docker_host: str | None = None,
+        health_interval_s: float = 5.0,
+        start_timeout_s: float = 60.0,
+        acquire_timeout_s: float = 600.0,
+        oom_score_adj: int | None = -1000,
+    ) -> None:
         super().__init__(acquire_timeout_s=acquire_timeout_s)
         self.oom_score_adj = oom_score_adj
         self.image = image
@@ -79,9 +95,18 @@ class DockerPoolBackend(PooledBackend):
         self.memory_mb = memory_mb or 1024 * slots_per_container
         self.cpus = float(os.cpu_count() or 1) if cpus is None else cpus
         self.pids_limit = pids_limit or nproc * slots_per_container + 16
-        self.executor_args = ["--nproc", str(nproc), "--fsize-mb", str(fsize_mb),
-                              "--output-limit-bytes", str(output_limit_bytes), "--wall-factor", str(wall_factor),
-                              "--deadline-slack-s", str(deadline_slack_s)]
+        self.executor_args = [
+            "--nproc",
+            str(nproc),
+            "--fsize-mb",
+            str(fsize_mb),
+            "--output-limit-bytes",
+            str(output_limit_bytes),
+            "--wall-factor",
+            str(wall_factor),
+            "--deadline-slack-s",
+            str(deadline_slack_s),
+        ]
         self.engine = Engine(docker_host)
         self.health_interval_s = health_interval_s
         self.start_timeout_s = start_timeout_s
@@ -113,9 +138,13 @@ class DockerPoolBackend(PooledBackend):
             await self.engine.check_image(self.image)
             await self._collect_stale()
             self._host_dir = Path(tempfile.mkdtemp(prefix=f"mucode-docker-{os.getpid()}-"))
-            if self.health_interval_s > 0:  # watching from the start: a container that exits at once fails fast
+            if (
+                self.health_interval_s > 0
+            ):  # watching from the start: a container that exits at once fails fast
                 self._events = self.engine.watch_events(
-                    {"type": "container", "event": ["die"], "label": f"{LABEL}.owner={self.owner}"}, self._on_event)
+                    {"type": "container", "event": ["die"], "label": f"{LABEL}.owner={self.owner}"},
+                    self._on_event,
+                )
             await asyncio.gather(*[self._launch(k) for k in range(self.containers)])
         except BaseException:
             await self.close()
@@ -162,10 +191,20 @@ class DockerPoolBackend(PooledBackend):
 
     def options(self, name: str, sock_dir: Path, uid_base: int) -> dict[str, Any]:
         """The SDK arguments of one sandbox container of this pool."""
-        return container_options(name=name, image=self.image, sock_dir=str(sock_dir), slots=self.slots,
-                                 uid_base=uid_base, scratch_mb=self.scratch_mb, memory_mb=self.memory_mb,
-                                 cpus=self.cpus, pids_limit=self.pids_limit, owner=self.owner,
-                                 executor_args=self.executor_args, oom_score_adj=self.oom_score_adj)
+        return container_options(
+            name=name,
+            image=self.image,
+            sock_dir=str(sock_dir),
+            slots=self.slots,
+            uid_base=uid_base,
+            scratch_mb=self.scratch_mb,
+            memory_mb=self.memory_mb,
+            cpus=self.cpus,
+            pids_limit=self.pids_limit,
+            owner=self.owner,
+            executor_args=self.executor_args,
+            oom_score_adj=self.oom_score_adj,
+        )
 
     async def _start_container(self, name: str, sock_dir: Path, uid_base: int) -> None:
         asked = self.oom_score_adj
@@ -175,8 +214,12 @@ class DockerPoolBackend(PooledBackend):
             if asked is None or "OCI runtime" not in str(exc):
                 raise
             if self.oom_score_adj is not None:
-                logger.warning("docker sandbox: the daemon cannot start a container with oom_score_adj %d (%s); "
-                               "starting the pool's containers without it", asked, str(exc)[-200:])
+                logger.warning(
+                    "docker sandbox: the daemon cannot start a container with oom_score_adj %d (%s); "
+                    "starting the pool's containers without it",
+                    asked,
+                    str(exc)[-200:],
+                )
             self.oom_score_adj = None
             await self.engine.remove(name)
             await self.engine.run(self.options(name, sock_dir, uid_base))
@@ -240,7 +283,9 @@ class DockerPoolBackend(PooledBackend):
         if name in self._starting:
             self._died_starting.add(name)  # _start_container gives up now instead of at its deadline
         elif name in self._containers and name not in self._replacing:
-            self._replace_soon(name, f"container {event.get('Action', 'died')} (exit code {attrs.get('exitCode')})")
+            self._replace_soon(
+                name, f"container {event.get('Action', 'died')} (exit code {attrs.get('exitCode')})"
+            )
 
     async def _executor_failed(self, ep: Endpoint, exc: Exception) -> None:
         reason = await self._probe(ep)
@@ -252,8 +297,11 @@ class DockerPoolBackend(PooledBackend):
 
     async def _replace_missing(self) -> None:
         """Replace each container of the pool that is neither in it nor already being replaced."""
-        for name in [n for n in self._containers if n not in self.pool.endpoints
-                     and n not in self._replacing and n not in self._starting]:
+        for name in [
+            n
+            for n in self._containers
+            if n not in self.pool.endpoints and n not in self._replacing and n not in self._starting
+        ]:
             await self._replace(name, "missing from the pool")
 
     async def health(self) -> dict[str, object]:

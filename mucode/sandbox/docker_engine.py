@@ -58,23 +58,53 @@ slot's files hold at most ~32 MiB beyond their size (the kernel's default is hal
 The local backend's jail.sh mounts its scratch dirs with the same number."""
 
 
-def container_options(*, name: str, image: str, sock_dir: str, slots: int, uid_base: int, scratch_mb: int,
-                      memory_mb: int, cpus: float, pids_limit: int, owner: str,
-                      executor_args: list[str], oom_score_adj: int | None = -1000) -> dict[str, Any]:
+def container_options(
+    *,
+    name: str,
+    image: str,
+    sock_dir: str,
+    slots: int,
+    uid_base: int,
+    scratch_mb: int,
+    memory_mb: int,
+    cpus: float,
+    pids_limit: int,
+    owner: str,
+    executor_args: list[str],
+    oom_score_adj: int | None = -1000,
+) -> dict[str, Any]:
     """Keyword arguments of ``DockerClient.containers.create`` for one sandbox container.
     ``oom_score_adj`` (None: the daemon's default): the executor's root processes are never the OOM
     killer's choice at -1000 (its test processes raise theirs to 1000)."""
-    tmpfs = {f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size={scratch_mb}m,nr_inodes={SCRATCH_INODES},uid={uid},"
-                              f"gid={uid},mode=0700"
-             for i, uid in enumerate(range(uid_base, uid_base + slots))}
+    tmpfs = {
+        f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size={scratch_mb}m,nr_inodes={SCRATCH_INODES},uid={uid},"
+        f"gid={uid},mode=0700"
+        for i, uid in enumerate(range(uid_base, uid_base + slots))
+    }
     options: dict[str, Any] = {
-        "image": image, "name": name,
-        "command": ["--socket", "/run/mucode/executor.sock", "--slots", str(slots), "--uid-base", str(uid_base),
-                    "--scratch", "/scratch", *executor_args],
+        "image": image,
+        "name": name,
+        "command": [
+            "--socket",
+            "/run/mucode/executor.sock",
+            "--slots",
+            str(slots),
+            "--uid-base",
+            str(uid_base),
+            "--scratch",
+            "/scratch",
+            *executor_args,
+        ],
         "labels": {LABEL: "1", f"{LABEL}.owner": owner, f"{LABEL}.pidns": os.readlink("/proc/self/ns/pid")},
-        "network_mode": "none", "read_only": True, "ipc_mode": "none",
-        "cap_drop": ["ALL"], "cap_add": ["SETUID", "SETGID"], "security_opt": ["no-new-privileges"],
-        "pids_limit": pids_limit, "mem_limit": f"{memory_mb}m", "memswap_limit": f"{memory_mb}m",
+        "network_mode": "none",
+        "read_only": True,
+        "ipc_mode": "none",
+        "cap_drop": ["ALL"],
+        "cap_add": ["SETUID", "SETGID"],
+        "security_opt": ["no-new-privileges"],
+        "pids_limit": pids_limit,
+        "mem_limit": f"{memory_mb}m",
+        "memswap_limit": f"{memory_mb}m",
         # A container is one CPU scheduling group: with the default weight (1024) its slots together
         # weigh as much as one host process. Weight it like `slots` processes.
         "cpu_shares": 1024 * slots,
@@ -101,23 +131,28 @@ class Engine:
         if self._client is None:
             try:
                 if self.base_url:
-                    self._client = docker.DockerClient(base_url=self.base_url, version="auto",
-                                                       timeout=int(self.timeout_s))
+                    self._client = docker.DockerClient(
+                        base_url=self.base_url, version="auto", timeout=int(self.timeout_s)
+                    )
                 else:
                     self._client = docker.from_env(version="auto", timeout=int(self.timeout_s))
             except docker.errors.DockerException as exc:
-                raise DockerError(f"cannot reach the Docker engine ({exc}); start it with "
-                                  "`bash scripts/docker_setup.sh`, or set DOCKER_HOST") from None
+                raise DockerError(
+                    f"cannot reach the Docker engine ({exc}); start it with "
+                    "`bash scripts/docker_setup.sh`, or set DOCKER_HOST"
+                ) from None
         return self._client
 
     async def call(self, what: str, fn: Callable[[docker.DockerClient], R]) -> R:
         """``fn(client)`` in a worker thread; SDK errors become DockerError naming ``what``."""
+
         def run() -> R:
             client = self._connect()
             try:
                 return fn(client)
             except docker.errors.DockerException as exc:
                 raise DockerError(f"docker {what} failed: {str(exc)[-1500:]}") from exc
+
         return await asyncio.to_thread(run)
 
     @property
@@ -136,11 +171,13 @@ class Engine:
         try:
             await self.call("image inspect", lambda c: c.images.get(image))
         except DockerError as exc:
-            raise DockerError(f"sandbox image {image!r} not available ({exc}); build it with "
-                              "`bash scripts/docker_setup.sh`") from None
+            raise DockerError(
+                f"sandbox image {image!r} not available ({exc}); build it with `bash scripts/docker_setup.sh`"
+            ) from None
 
     async def run(self, options: dict[str, Any]) -> None:
         """Create and start a container; a container that fails to start is removed again."""
+
         def create_and_start(client: docker.DockerClient) -> None:
             container = client.containers.create(**options)
             try:
@@ -148,6 +185,7 @@ class Engine:
             except docker.errors.DockerException:
                 client.api.remove_container(options["name"], force=True, v=True)
                 raise
+
         await self.call("run", create_and_start)
 
     async def inspect(self, name: str) -> dict[str, Any]:
@@ -163,15 +201,22 @@ class Engine:
 
     async def remove(self, name: str) -> None:
         """Force-remove a container and its anonymous volumes; a missing one is not an error."""
+
         def rm(client: docker.DockerClient) -> None:
             with contextlib.suppress(docker.errors.NotFound):
                 client.api.remove_container(name, force=True, v=True)
+
         await self.call("rm", rm)
 
     async def labelled(self, label: str) -> list[tuple[str, dict[str, str]]]:
         """``(name, labels)`` of every container (running or not) carrying ``label`` (``k`` or ``k=v``)."""
+
         def ls(client: docker.DockerClient) -> list[tuple[str, dict[str, str]]]:
-            return [(str(c.name), dict(c.labels)) for c in client.containers.list(all=True, filters={"label": label})]
+            return [
+                (str(c.name), dict(c.labels))
+                for c in client.containers.list(all=True, filters={"label": label})
+            ]
+
         return await self.call("ps", ls)
 
     def watch_events(self, filters: dict[str, Any], on_event: Callable[[dict[str, Any]], None]) -> EventWatch:
@@ -189,8 +234,13 @@ class EventWatch:
     """The engine's events stream, read by a daemon thread; reconnects after a broken stream (an
     engine restart) until closed. Events pass to ``on_event`` through ``loop.call_soon_threadsafe``."""
 
-    def __init__(self, engine: Engine, filters: dict[str, Any], on_event: Callable[[dict[str, Any]], None],
-                 loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        filters: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         self._engine = engine
         self._filters = filters
         self._on_event = on_event

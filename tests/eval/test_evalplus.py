@@ -2,7 +2,7 @@
 
 Every verdict is compared with evalplus's own in-process runner (`untrusted_check`) on the same
 code, inputs and ground truth, except HumanEval/32 where evalplus 0.3.1's runner fails every
-solution (see `mucode.eval.evalplus_driver`).
+solution (see `mucode.eval.evalplus.driver`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mucode.eval.core import SamplesSource
-from mucode.eval.evalplus_bench import EvalPlusTask, evaluate_evalplus, load_evalplus
+from mucode.eval.evalplus.evaluate import EvalPlusTask, evaluate_evalplus, load_evalplus
 from mucode.eval.judge import VerifierOptions
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "evalplus"
@@ -177,21 +177,31 @@ def test_mbpp_set_oracle_and_solution_samples_file_via_cli(
 
 FORGED_SAMPLES = {  # each passed when the driver decided the verdict in the sample's process
     "prints the old pass marker": (
-        "def average(xs):\n    import os\n    os.write(1, b'MUCODE_EVALPLUS_PASS\\n')\n    os._exit(0)"),
+        "def average(xs):\n    import os\n    os.write(1, b'MUCODE_EVALPLUS_PASS\\n')\n    os._exit(0)"
+    ),
     "ground truth from the caller's frame": (
         "import sys\ndef average(xs):\n    f = sys._getframe(1)\n"
-        "    return f.f_locals.get('exp', f.f_globals.get('_P', {}).get('expected', [0])[0])"),
+        "    return f.f_locals.get('exp', f.f_globals.get('_P', {}).get('expected', [0])[0])"
+    ),
     "patched comparison": (
         "import sys\ndef average(xs):\n    main = sys.modules['__main__']\n"
-        "    main.__dict__['_check'] = lambda *a: (True, 0)\n    return 0.0"),
+        "    main.__dict__['_check'] = lambda *a: (True, 0)\n    return 0.0"
+    ),
 }
 
 
 def test_a_sample_cannot_forge_its_evalplus_verdict(code_verifier: VerifierOptions, tmp_path: Path) -> None:
     samples = {tid: [fenced(sols["correct"])] * (len(FORGED_SAMPLES) + 1) for tid, sols in SOLUTIONS.items()}
-    samples["HumanEval/900"] = [fenced(code) for code in FORGED_SAMPLES.values()] + samples["HumanEval/900"][:1]
-    report = evaluate_evalplus(SamplesSource(samples), ("humaneval",), override_paths=OVERRIDES,
-                               verifier=code_verifier, run_dir=tmp_path)
+    samples["HumanEval/900"] = [fenced(code) for code in FORGED_SAMPLES.values()] + samples["HumanEval/900"][
+        :1
+    ]
+    report = evaluate_evalplus(
+        SamplesSource(samples),
+        ("humaneval",),
+        override_paths=OVERRIDES,
+        verifier=code_verifier,
+        run_dir=tmp_path,
+    )
     rows = [json.loads(x) for x in (tmp_path / "humaneval" / "verdicts.jsonl").read_text().splitlines()]
     statuses = {(r["index"], r["part"]): r["status"] for r in rows if r["id"] == "HumanEval/900"}
     for index, name in enumerate(FORGED_SAMPLES):

@@ -27,7 +27,9 @@ def local_handle() -> Iterator[Handle]:
 @pytest.fixture(scope="session")
 def docker_handle() -> Iterator[Handle]:
     image = os.environ.get("MUCODE_SANDBOX_IMAGE", "mucode-sandbox:latest")  # scripts/docker_setup.sh's tag
-    h = Handle("docker", containers=1, slots_per_container=3, uid_base=10500, health_interval_s=1.0, image=image)
+    h = Handle(
+        "docker", containers=1, slots_per_container=3, uid_base=10500, health_interval_s=1.0, image=image
+    )
     yield h
     h.close()
 
@@ -39,5 +41,3 @@ BACKENDS = [pytest.param("local", id="local"), pytest.param("docker", id="docker
 def sb(request: pytest.FixtureRequest) -> Handle:
     """Each test using ``sb`` runs against both backends."""
     return request.getfixturevalue(f"{request.param}_handle")
-
-

@@ -19,39 +19,47 @@ from sandbox_helpers import (
     stdio_job,
 )
 
-from mucode.sandbox import CodeJob, TestSpec, Verdict
-from mucode.verifier.protocol import INFRA_STATUSES
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec
+from mucode.protocol import INFRA_STATUSES
 
 RIGHT = "def double(x):\n    return 2 * x\n"
 # (program, test code): each program knows nothing of the task (it returns nonsense) and used to pass
 FORGERIES = {
     "shadowed builtin": (
         "import builtins\nbuiltins.abs = lambda x: 0\ndef double(x):\n    return 0\n",
-        "def check(candidate):\n    assert abs(candidate(1.5) - 3.0) < 1e-9\n"),
+        "def check(candidate):\n    assert abs(candidate(1.5) - 3.0) < 1e-9\n",
+    ),
     "patched module function the test uses": (
         "import math\nmath.isclose = lambda *a, **k: True\ndef double(x):\n    return 0\n",
-        "import math\ndef check(candidate):\n    assert math.isclose(candidate(1.5), 3.0)\n"),
+        "import math\ndef check(candidate):\n    assert math.isclose(candidate(1.5), 3.0)\n",
+    ),
     "emptied loop iterable": (
         "import builtins\nbuiltins.range = lambda *a: []\ndef double(x):\n    return -1\n",
-        "def check(candidate):\n    for x in range(5):\n        assert candidate(x) == 2 * x\n"),
+        "def check(candidate):\n    for x in range(5):\n        assert candidate(x) == 2 * x\n",
+    ),
     "read the caller's frame": (
         "import sys\ndef double(x):\n    return sys._getframe(1).f_locals['want']\n",
         "def check(candidate):\n    for x, want in [(1, 2), (3, 6)]:\n        got = candidate(x)\n"
-        "        assert got == want\n"),
+        "        assert got == want\n",
+    ),
     "called the harness's end hook": (
         "import gc, os\nfor o in gc.get_objects():\n"
         "    if callable(o) and getattr(o, '__name__', '') == 'done':\n        o()\n        os._exit(0)\n"
         "def double(x):\n    return -1\n",
-        "def check(candidate):\n    for x in [1, 2]:\n        assert candidate(x) == 2 * x\n"),
+        "def check(candidate):\n    for x in [1, 2]:\n        assert candidate(x) == 2 * x\n",
+    ),
     "shadowed the test's helper import": (
         "import sys, types\nfake = types.ModuleType('fractions')\nfake.Fraction = lambda *a: 0\n"
         "sys.modules['fractions'] = fake\ndef double(x):\n    return 0\n",
-        "from fractions import Fraction\ndef check(candidate):\n    assert Fraction(candidate(1)) == Fraction(2)\n"),
+        "from fractions import Fraction\ndef check(candidate):\n    assert Fraction(candidate(1)) == Fraction(2)\n",
+    ),
     "forged harness records on every fd": (
         "import os\nfor fd in range(3, 64):\n    try:\n"
-        "        os.write(fd, b'{\"ev\": \"asserts_done\", \"token\": \"\"}\\n')\n    except OSError:\n        pass\n"
+        '        os.write(fd, b\'{"ev": "asserts_done", "token": ""}\\n\')\n    except OSError:\n        pass\n'
         "def double(x):\n    os._exit(0)\n",
-        "def check(candidate):\n    assert candidate(1) == 2\n"),
+        "def check(candidate):\n    assert candidate(1) == 2\n",
+    ),
 }
 # The program (same uid as the harness) looks for another process of its uid whose memory or
 # control pipe it can open through /proc: the harness is non-dumpable, so it finds none.
@@ -62,7 +70,8 @@ PROC_PROBE = (
     "open('/proc/%s/status' % p).read():\n                continue\n        except OSError:\n            continue\n"
     "        for what, mode in (('mem', 'rb'), ('fd/3', 'wb'), ('environ', 'rb')):\n            try:\n"
     "                open('/proc/%s/%s' % (p, what), mode).close()\n                found.append(what)\n"
-    "            except OSError:\n                pass\n    return found\n")
+    "            except OSError:\n                pass\n    return found\n"
+)
 
 
 def _assert_job(program: str, tests: str, entry: str | None = "double") -> CodeJob:
@@ -72,11 +81,11 @@ def _assert_job(program: str, tests: str, entry: str | None = "double") -> CodeJ
 def test_assert_format_forgeries_fail(sb: Handle) -> None:
     assert_confined(sb)
     for name, (program, tests) in FORGERIES.items():
-        assert sb.judge(_assert_job(RIGHT, tests)).verdict is Verdict.correct, name
+        assert sb.judge(_assert_job(RIGHT, tests)).verdict is Status.correct, name
         r = sb.judge(_assert_job(GUARD + program, tests))
-        assert r.verdict in (Verdict.wrong_answer, Verdict.runtime_error), (name, r)
+        assert r.verdict in (Status.wrong_answer, Status.runtime_error), (name, r)
         for right in every_slot(sb, _assert_job(RIGHT, tests)):  # the same slot, and every other
-            assert right.verdict is Verdict.correct, (name, right)
+            assert right.verdict is Status.correct, (name, right)
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
@@ -84,19 +93,23 @@ def test_assert_format_forgeries_fail(sb: Handle) -> None:
 def test_the_program_cannot_open_the_harness_through_proc(sb: Handle) -> None:
     assert_confined(sb)
     r = sb.judge(_assert_job(GUARD + PROC_PROBE, "assert opened() == []\n", None))
-    assert r.verdict is Verdict.correct, r
+    assert r.verdict is Status.correct, r
 
 
 def test_plain_data_semantics_survive_the_pipe(sb: Handle) -> None:
-    program = ("def f(x):\n    return {'t': (1, 2.5), 's': {1, 2}, 'b': b'x', 'c': 1j, 'n': None}\n"
-               "def g(n):\n    return (i * i for i in range(n))\n"
-               "def h(x):\n    raise ValueError('bad')\nK = 7\n")
-    tests = ("assert f(0) == {'t': (1, 2.5), 's': {1, 2}, 'b': b'x', 'c': 1j, 'n': None}\n"
-             "assert type(f(0)['t']) is tuple\nassert list(g(4)) == [0, 1, 4, 9]\nassert K == 7\n"
-             "try:\n    h(1)\n    raise AssertionError('no exception')\nexcept ValueError:\n    pass\n")
-    assert sb.judge(_assert_job(program, tests, None)).verdict is Verdict.correct
+    program = (
+        "def f(x):\n    return {'t': (1, 2.5), 's': {1, 2}, 'b': b'x', 'c': 1j, 'n': None}\n"
+        "def g(n):\n    return (i * i for i in range(n))\n"
+        "def h(x):\n    raise ValueError('bad')\nK = 7\n"
+    )
+    tests = (
+        "assert f(0) == {'t': (1, 2.5), 's': {1, 2}, 'b': b'x', 'c': 1j, 'n': None}\n"
+        "assert type(f(0)['t']) is tuple\nassert list(g(4)) == [0, 1, 4, 9]\nassert K == 7\n"
+        "try:\n    h(1)\n    raise AssertionError('no exception')\nexcept ValueError:\n    pass\n"
+    )
+    assert sb.judge(_assert_job(program, tests, None)).verdict is Status.correct
     not_plain = "class C:\n    pass\ndef f(x):\n    return C()\n"
-    assert sb.judge(_assert_job(not_plain, "assert f(0) is not None\n", None)).verdict is Verdict.wrong_answer
+    assert sb.judge(_assert_job(not_plain, "assert f(0) is not None\n", None)).verdict is Status.wrong_answer
 
 
 def _nested(depth: int) -> bytes:
@@ -107,8 +120,10 @@ def test_deep_control_records_are_the_programs_failure(sb: Handle) -> None:
     """Deep reports once made the job handler die re-encoding them (an infrastructure status)."""
     assert_confined(sb)
     for depth in (*range(960, 1001), 100_000):  # today 985 killed the handler; the window moves with frames
-        write = (f"import os\nos.write(3, b'{{\"ev\": \"assert\", \"k\": 0, \"v\": ' + {_nested(depth)!r} + b'}}\\n')\n"
-                 f"os.write(3, b'{{\"ev\": \"exc\", \"type\": ' + {_nested(depth)!r} + b'}}\\n')\n")
+        write = (
+            f'import os\nos.write(3, b\'{{"ev": "assert", "k": 0, "v": \' + {_nested(depth)!r} + b\'}}\\n\')\n'
+            f'os.write(3, b\'{{"ev": "exc", "type": \' + {_nested(depth)!r} + b\'}}\\n\')\n'
+        )
         r = sb.judge(_assert_job(GUARD + write + RIGHT, "def check(c):\n    assert c(1) == 2\n"))
         assert r.verdict.value not in INFRA_STATUSES, (depth, r)
         r = sb.judge(stdio_job(GUARD + write + "print(1)", [""], ["1"]))
@@ -117,12 +132,14 @@ def test_deep_control_records_are_the_programs_failure(sb: Handle) -> None:
     r = sb.judge(CodeJob(deep, TestSpec("call", ["1"], ["[]"], fn_name="f")))
     assert r.verdict.value not in INFRA_STATUSES, r
     r = sb.judge(_assert_job(deep, "assert f(1) == []\n", None))
-    assert r.verdict is Verdict.wrong_answer, r
+    assert r.verdict is Status.wrong_answer, r
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
 
-KERNEL_MEMORY = GUARD + '''
+KERNEL_MEMORY = (
+    GUARD
+    + """
 import errno, os
 open("f", "w").close()
 def err(fn):
@@ -140,13 +157,14 @@ try:
 except OSError as e:
     full = e.errno
 print(xattr, memfd, full, n < 33000)
-'''
+"""
+)
 
 
 def test_kernel_memory_no_limit_counts_is_refused(sb: Handle) -> None:
     assert_confined(sb)
     for r in every_slot(sb, stdio_job(KERNEL_MEMORY, [""], ["1 1 28 True"], time_limit_s=10)):
-        assert r.verdict is Verdict.correct, (r.tests[0].stdout, r.tests[0].stderr[-500:])
+        assert r.verdict is Status.correct, (r.tests[0].stdout, r.tests[0].stderr[-500:])
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
@@ -170,7 +188,9 @@ def test_the_executor_is_out_of_the_oom_killers_reach(sb: Handle) -> None:
         assert info.get("oom_score_adj") == want, info
 
 
-MEMORY_HOG = GUARD + '''
+MEMORY_HOG = (
+    GUARD
+    + """
 import os, time
 stopped = None
 fds = []
@@ -190,7 +210,8 @@ except OSError as e:
     stopped = (stopped, e.errno)
 print(stopped)
 time.sleep(3)
-'''
+"""
+)
 NEIGHBOUR = "import time\nblock = bytearray(300 << 20)\ntime.sleep(2)\nprint(len(block) >> 20)\n"
 
 
@@ -205,7 +226,7 @@ def test_a_hostile_slot_does_not_harm_its_neighbour(sb: Handle) -> None:
     hostile, *neighbours = sb.judge_many(jobs)
     assert hostile.verdict.value not in INFRA_STATUSES, hostile
     for r in neighbours:
-        assert r.verdict is Verdict.correct, r
+        assert r.verdict is Status.correct, r
     every_slot_correct(sb)
     assert_nothing_left(sb)
 
@@ -219,6 +240,6 @@ def test_a_full_memory_cgroup_is_the_programs_memory_limit(sb: Handle) -> None:
     ``runtime_error`` (docker used to report one: it could not see the container's OOM kills)."""
     assert_confined(sb)
     r = sb.judge(stdio_job(CGROUP_FILL, [""], [""], time_limit_s=10, memory_limit_mb=8192))
-    assert r.verdict is Verdict.memory_limit, r
+    assert r.verdict is Status.memory_limit, r
     every_slot_correct(sb)
     assert_nothing_left(sb)

@@ -60,8 +60,15 @@ def _limits(req: dict[str, Any], args: argparse.Namespace) -> Limits:
         raise ValueError("time_limit_s must be in (0, 300] and memory_limit_mb in [16, 65536]")
     wall = float(req.get("wall_limit_s") or tl * args.wall_factor + 0.5)
     out = int(req.get("output_limit_bytes") or args.output_limit_bytes)
-    return Limits(time_limit_s=tl, memory_limit_mb=mem, wall_limit_s=wall, output_limit_bytes=out,
-                  nproc=args.nproc, nofile=args.nofile, fsize_bytes=args.fsize_mb << 20)
+    return Limits(
+        time_limit_s=tl,
+        memory_limit_mb=mem,
+        wall_limit_s=wall,
+        output_limit_bytes=out,
+        nproc=args.nproc,
+        nofile=args.nofile,
+        fsize_bytes=args.fsize_mb << 20,
+    )
 
 
 def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Namespace) -> None:
@@ -97,8 +104,11 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
     job = {k: req.get(k) for k in ("program", "mode", "fn_name", "assert_code", "entry_point")}
     job["mode"] = mode
     if lang.compile:  # once per job, as the slot uid, under the same limits (CPU: compile_time_limit_s)
-        clim = dataclasses.replace(lim, time_limit_s=args.compile_time_limit_s,
-                                   wall_limit_s=args.compile_time_limit_s * args.wall_factor + 0.5)
+        clim = dataclasses.replace(
+            lim,
+            time_limit_s=args.compile_time_limit_s,
+            wall_limit_s=args.compile_time_limit_s * args.wall_factor + 0.5,
+        )
         board.deadline(slot.index, clim.wall_limit_s + args.deadline_slack_s)
         built = run_test({**job, "mode": "compile", "phase": "compile"}, lang, slot, clim, "", 0, build_dir)
         if built["status"] != "ok":
@@ -128,9 +138,19 @@ def send_outcome(conn: socket.socket, index: int, outcome: dict[str, Any]) -> No
     try:
         data = encode_frame({"ev": "test", "index": index, **outcome})
     except (ValueError, TypeError, RecursionError, OverflowError, MemoryError, ProtocolError) as exc:
-        data = encode_frame({"ev": "test", "index": index, **outcome, "status": "runtime_error", "stdout": "",
-                             "stderr": "", "asserts": [], "exception": None,
-                             "message": f"the program's output could not be sent: {type(exc).__name__}"})
+        data = encode_frame(
+            {
+                "ev": "test",
+                "index": index,
+                **outcome,
+                "status": "runtime_error",
+                "stdout": "",
+                "stderr": "",
+                "asserts": [],
+                "exception": None,
+                "message": f"the program's output could not be sent: {type(exc).__name__}",
+            }
+        )
     conn.sendall(data)
 
 
@@ -185,8 +205,14 @@ def _slot(i: int, args: argparse.Namespace) -> Slot:
                 if os.path.isfile(os.path.join(path, "memory.oom_control")):
                     oom = os.path.join(path, "memory.oom_control")
     shared = oom is None and os.access(CONTAINER_OOM_CONTROL, os.R_OK)  # docker: the container's cgroup
-    return Slot(i, args.uid_base + i, os.path.join(args.scratch, str(i)), tuple(procs),
-                CONTAINER_OOM_CONTROL if shared else oom, shared)
+    return Slot(
+        i,
+        args.uid_base + i,
+        os.path.join(args.scratch, str(i)),
+        tuple(procs),
+        CONTAINER_OOM_CONTROL if shared else oom,
+        shared,
+    )
 
 
 def _slots(args: argparse.Namespace) -> list[Slot]:
@@ -197,8 +223,10 @@ def _slots(args: argparse.Namespace) -> list[Slot]:
             os.chown(slot.root, slot.uid, slot.uid)
         st = os.stat(slot.root)
         if st.st_uid != slot.uid:
-            sys.exit(f"executor: scratch dir {slot.root} must be owned by uid {slot.uid} (mount a tmpfs "
-                     f"with uid={slot.uid},mode=0700 there, or let the executor create it)")
+            sys.exit(
+                f"executor: scratch dir {slot.root} must be owned by uid {slot.uid} (mount a tmpfs "
+                f"with uid={slot.uid},mode=0700 there, or let the executor create it)"
+            )
     return slots
 
 
@@ -263,8 +291,13 @@ def serve(args: argparse.Namespace) -> None:
                 try:
                     if recv_frame(conn) is None:
                         continue
-                    send_frame(conn, {**_health(args, slots, board, broken, counts, writable_shared),
-                                      "oom_score_adj": oom_score_adj})
+                    send_frame(
+                        conn,
+                        {
+                            **_health(args, slots, board, broken, counts, writable_shared),
+                            "oom_score_adj": oom_score_adj,
+                        },
+                    )
                 except (OSError, ProtocolError, ValueError):
                     pass
     finally:
@@ -279,8 +312,14 @@ def serve(args: argparse.Namespace) -> None:
         cleanup.reap(0.5)
 
 
-def _watchdog(slots: list[Slot], board: Board, managers: dict[int, int], broken: set[int],
-              counts: dict[str, int], spawn: object) -> None:
+def _watchdog(
+    slots: list[Slot],
+    board: Board,
+    managers: dict[int, int],
+    broken: set[int],
+    counts: dict[str, int],
+    spawn: object,
+) -> None:
     """Kill the manager of a slot busy past its deadline; clean and respawn dead managers (a slot
     that cannot be cleaned in time is *broken*: health says so and the backend replaces us)."""
     for index in board.stuck(grace_s=1.0):
@@ -311,8 +350,14 @@ def _watchdog(slots: list[Slot], board: Board, managers: dict[int, int], broken:
                     broken.add(index)
 
 
-def _health(args: argparse.Namespace, slots: list[Slot], board: Board, broken: set[int],
-            counts: dict[str, int], writable_shared: list[str]) -> dict[str, Any]:
+def _health(
+    args: argparse.Namespace,
+    slots: list[Slot],
+    board: Board,
+    broken: set[int],
+    counts: dict[str, int],
+    writable_shared: list[str],
+) -> dict[str, Any]:
     before = board.snapshot()
     found = cleanup.slot_pids({s.uid for s in slots if before[s.index][0] == 0})
     after = board.snapshot()  # a slot that took a job meanwhile is not idle: skip it
@@ -322,15 +367,24 @@ def _health(args: argparse.Namespace, slots: list[Slot], board: Board, broken: s
     return {
         # tampered: the executor cannot repair itself (the backend replaces it); stuck slots are
         # repaired here (their manager is killed and replaced) but make health not ok meanwhile
-        "ev": "pong", "ok": not leftovers and not writable_shared and not broken and not stuck,
+        "ev": "pong",
+        "ok": not leftovers and not writable_shared and not broken and not stuck,
         "tampered": bool(leftovers or writable_shared or broken),
-        "writable_shared_dirs": writable_shared, "version": VERSION, "slots": args.slots,
-        "busy": sum(rec[0] for rec in after), "stuck_slots": stuck, "broken_slots": sorted(broken),
-        **counts, "leftover_processes": leftovers[:20], "languages": sorted(LANGUAGES),
+        "writable_shared_dirs": writable_shared,
+        "version": VERSION,
+        "slots": args.slots,
+        "busy": sum(rec[0] for rec in after),
+        "stuck_slots": stuck,
+        "broken_slots": sorted(broken),
+        **counts,
+        "leftover_processes": leftovers[:20],
+        "languages": sorted(LANGUAGES),
         "uids": [s.uid for s in slots],
-        "cgroups": sorted({os.path.basename(os.path.dirname(os.path.dirname(p)))
-                           for s in slots for p in s.cgroup_procs}),
-        "pid_namespace": os.readlink("/proc/self/ns/pid"), "seccomp": seccomp.supported(),
+        "cgroups": sorted(
+            {os.path.basename(os.path.dirname(os.path.dirname(p))) for s in slots for p in s.cgroup_procs}
+        ),
+        "pid_namespace": os.readlink("/proc/self/ns/pid"),
+        "seccomp": seccomp.supported(),
     }
 
 
@@ -349,13 +403,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--output-limit-bytes", type=int, default=16 << 20)
     p.add_argument("--wall-factor", type=float, default=2.0, help="wall limit = factor * time limit + 0.5 s")
     p.add_argument("--idle-timeout-s", type=float, default=120.0)
-    p.add_argument("--deadline-slack-s", type=float, default=45.0,
-                   help="a slot may be busy this long past a test's wall limit (killing, reaping, cleaning) "
-                        "before it counts as stuck and its manager is killed and replaced")
+    p.add_argument(
+        "--deadline-slack-s",
+        type=float,
+        default=45.0,
+        help="a slot may be busy this long past a test's wall limit (killing, reaping, cleaning) "
+        "before it counts as stuck and its manager is killed and replaced",
+    )
     p.add_argument("--compile-time-limit-s", type=float, default=30.0, help="CPU limit of a compile step")
-    p.add_argument("--exit-on-stdin-eof", action="store_true",
-                   help="exit when stdin closes (the local backend holds the other end: no orphan jails)")
-    p.add_argument("--cgroup-dir", help="dir of <controller>/slot<i> cgroups (v1): test processes join their slot's")
+    p.add_argument(
+        "--exit-on-stdin-eof",
+        action="store_true",
+        help="exit when stdin closes (the local backend holds the other end: no orphan jails)",
+    )
+    p.add_argument(
+        "--cgroup-dir", help="dir of <controller>/slot<i> cgroups (v1): test processes join their slot's"
+    )
     args = p.parse_args(argv)
     if args.socket_dir:
         args.socket = os.path.join(args.socket_dir, socket.gethostname() + ".sock")

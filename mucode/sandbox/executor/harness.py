@@ -77,7 +77,7 @@ class Peer:
         data = plaindata.dumps(request)
         view = memoryview(data)
         while view:
-            view = view[os.write(REQ_FD, view):]
+            view = view[os.write(REQ_FD, view) :]
         return self._reply()
 
     def _reply(self) -> object:
@@ -85,7 +85,7 @@ class Peer:
             end = self.buf.find(b"\n")
             if end >= 0:
                 line = bytes(self.buf[:end])
-                del self.buf[:end + 1]
+                del self.buf[: end + 1]
                 try:
                     return plaindata.loads(line)
                 except (ValueError, TypeError, OverflowError) as exc:
@@ -143,7 +143,9 @@ def prepare(source: str, entry_point: str | None) -> tuple[Any, list[str], str |
     try:
         tree = ast.parse(source, "tests.py")
         if entry_point:  # HumanEval style: check(<entry_point>) after the test code
-            tree.body.append(ast.Expr(ast.Call(ast.Name("check", ast.Load()), [ast.Name(entry_point, ast.Load())], [])))
+            tree.body.append(
+                ast.Expr(ast.Call(ast.Name("check", ast.Load()), [ast.Name(entry_point, ast.Load())], []))
+            )
             ast.fix_missing_locations(tree)
         wanted = free_names(tree)
         if entry_point and entry_point not in wanted:  # an entry point named like a builtin is the program's

@@ -69,16 +69,37 @@ class _Iter(list):  # type: ignore[type-arg]
     """An iterator result, materialized (the reader gets an iterator over it)."""
 
 
-_ITERATORS = {"generator", "map", "filter", "zip", "enumerate", "reversed", "list_iterator",
-              "tuple_iterator", "range_iterator", "set_iterator", "dict_keyiterator",
-              "dict_valueiterator", "dict_itemiterator", "str_ascii_iterator", "str_iterator",
-              "list_reverseiterator"}
+_ITERATORS = {
+    "generator",
+    "map",
+    "filter",
+    "zip",
+    "enumerate",
+    "reversed",
+    "list_iterator",
+    "tuple_iterator",
+    "range_iterator",
+    "set_iterator",
+    "dict_keyiterator",
+    "dict_valueiterator",
+    "dict_itemiterator",
+    "str_ascii_iterator",
+    "str_iterator",
+    "list_reverseiterator",
+}
 _VIEWS = {"dict_keys", "dict_values", "dict_items", "range"}  # sent as lists
-_BASES = ((int, int.__int__), (float, float.__float__), (str, str.__str__),
-          (bytes, lambda b: bytes.__getitem__(b, slice(None))), (list, list.copy),
-          (tuple, lambda v: tuple.__getitem__(v, slice(None))), (dict, dict.copy), (set, set.copy),
-          (frozenset, frozenset.copy), (complex, lambda c: complex(complex.__getattribute__(c, "real"),
-                                                                   complex.__getattribute__(c, "imag"))))
+_BASES = (
+    (int, int.__int__),
+    (float, float.__float__),
+    (str, str.__str__),
+    (bytes, lambda b: bytes.__getitem__(b, slice(None))),
+    (list, list.copy),
+    (tuple, lambda v: tuple.__getitem__(v, slice(None))),
+    (dict, dict.copy),
+    (set, set.copy),
+    (frozenset, frozenset.copy),
+    (complex, lambda c: complex(complex.__getattribute__(c, "real"), complex.__getattribute__(c, "imag"))),
+)
 
 
 def encode(x: object) -> object:

@@ -56,8 +56,12 @@ def _ctl(event: dict[str, Any]) -> None:
 def _fresh_streams() -> None:
     stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
     stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
-    stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
-                              errors="backslashreplace", line_buffering=True)
+    stderr = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+    )
     sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = stdin, stdout, stderr  # type: ignore[misc]
 
@@ -86,7 +90,9 @@ def _reply(module: types.ModuleType, request: object) -> Any:
     except SystemExit:
         raise
     except (plaindata.NotPlain, RecursionError) as exc:
-        return plaindata.dumps(("err", "AssertionError", f"{name} returned a value that is not plain data ({exc})"))
+        return plaindata.dumps(
+            ("err", "AssertionError", f"{name} returned a value that is not plain data ({exc})")
+        )
     except BaseException as exc:
         if isinstance(exc, MemoryError):
             _ctl({"ev": "exc", "type": "MemoryError"})
@@ -110,7 +116,7 @@ def serve_calls(module: types.ModuleType) -> None:
             buf += chunk
             continue
         line = bytes(buf[:end])
-        del buf[:end + 1]
+        del buf[: end + 1]
         try:
             request = plaindata.loads(line)
         except ValueError:
@@ -118,7 +124,7 @@ def serve_calls(module: types.ModuleType) -> None:
         data = memoryview(_reply(module, request))
         try:
             while data:
-                data = data[os.write(REP_FD, data):]
+                data = data[os.write(REP_FD, data) :]
         except BrokenPipeError:
             return
 

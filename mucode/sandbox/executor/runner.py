@@ -165,8 +165,17 @@ def _ctl(event: dict[str, Any]) -> None:
     os.write(CTL_FD, (json.dumps(event) + "\n").encode())
 
 
-def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_dir: str, lim: Limits,
-           fds: tuple[int, ...], test_input: str, role: str = "program") -> None:
+def _child(
+    job: dict[str, Any],
+    lang: Language,
+    slot: Slot,
+    run_dir: str,
+    build_dir: str,
+    lim: Limits,
+    fds: tuple[int, ...],
+    test_input: str,
+    role: str = "program",
+) -> None:
     """Runs in the forked child; never returns. ``fds``: stdin, stdout, stderr, control pipe, then
     (assert mode) the two pipes to the other process, put on fds 4 and 5. ``role`` "harness": the
     assert test harness (harness.py), non-dumpable, in ``/``."""
@@ -197,10 +206,17 @@ def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_
         if role == "harness":
             prctl(PR_SET_DUMPABLE, 0)  # the program (same uid) cannot open our /proc/<pid>/mem or fd/
         os.chdir(run_dir)
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir,
-               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-               # numpy/scipy: one BLAS thread (each thread reserves address space under RLIMIT_AS)
-               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": run_dir,
+            "TMPDIR": run_dir,
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            # numpy/scipy: one BLAS thread (each thread reserves address space under RLIMIT_AS)
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
         os.environ.clear()
         os.environ.update(env)
         _ctl({"ev": "ready"})
@@ -212,7 +228,9 @@ def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_
     compiling = job.get("phase") == "compile"
     if role == "harness":
         try:
-            harness.run_harness(job["compiled"], job["wanted"], job["error"], job["token"], lim.output_limit_bytes)
+            harness.run_harness(
+                job["compiled"], job["wanted"], job["error"], job["token"], lim.output_limit_bytes
+            )
         finally:
             _exit(1)
     if lang.runner == "fork_python" and not compiling:
@@ -237,8 +255,9 @@ def _child(job: dict[str, Any], lang: Language, slot: Slot, run_dir: str, build_
     os._exit(127)
 
 
-def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_input: str, index: int,
-             build_dir: str) -> dict[str, Any]:
+def run_test(
+    job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_input: str, index: int, build_dir: str
+) -> dict[str, Any]:
     """Run the program once on one input; returns the outcome dict of protocol.py's test frame.
     Raises SlotStuck when the slot cannot be cleaned (before or after the run) in time."""
     # Only a compiled job's own tests keep its build dir; anything else starts from empty.
@@ -309,11 +328,28 @@ def run_test(job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")  # what filled it goes first
     try:
         tests = h.outcome(reaped, token) if h is not None else None
-        return _outcome(job, lim, 0 if stopped else status, cpu, usage.ru_maxrss / 1024.0, wall, out, err, ctl, limit_hit, tests)
+        return _outcome(
+            job,
+            lim,
+            0 if stopped else status,
+            cpu,
+            usage.ru_maxrss / 1024.0,
+            wall,
+            out,
+            err,
+            ctl,
+            limit_hit,
+            tests,
+        )
     except Exception as exc:  # whatever the program wrote, it is its own failure  # noqa: BLE001
-        return {**_EMPTY_OUTCOME, "status": "runtime_error", "wall_s": round(wall, 6), "cpu_s": round(cpu, 6),
-                "message": f"malformed output from the program: {type(exc).__name__}",
-                **({"asserts": []} if job.get("mode") == "assert" else {})}
+        return {
+            **_EMPTY_OUTCOME,
+            "status": "runtime_error",
+            "wall_s": round(wall, 6),
+            "cpu_s": round(cpu, 6),
+            "message": f"malformed output from the program: {type(exc).__name__}",
+            **({"asserts": []} if job.get("mode") == "assert" else {}),
+        }
 
 
 def _reap_run(slot: Slot, pids: list[int]) -> Any:
@@ -357,11 +393,18 @@ class _Harness:
         tests = {"mode": "assert", "compiled": compiled, "wanted": wanted, "error": error, "token": token}
         pid = os.fork()
         if pid == 0:
-            _child(tests, lang, slot, "/", "", lim, (in_r, err_w, err_w, ctl_w, req_w, rep_r), "", role="harness")
+            _child(
+                tests, lang, slot, "/", "", lim, (in_r, err_w, err_w, ctl_w, req_w, rep_r), "", role="harness"
+            )
         for fd in (in_r, err_w, ctl_w, req_w, rep_r):
             os.close(fd)
-        return cls(pid, os.pidfd_open(pid), Capture(lim.output_limit_bytes, STDERR_KEEP_BYTES),
-                   Capture(CTL_SLACK_BYTES, CTL_SLACK_BYTES), [err_r, ctl_r, req_r, rep_w])
+        return cls(
+            pid,
+            os.pidfd_open(pid),
+            Capture(lim.output_limit_bytes, STDERR_KEEP_BYTES),
+            Capture(CTL_SLACK_BYTES, CTL_SLACK_BYTES),
+            [err_r, ctl_r, req_r, rep_w],
+        )
 
     @property
     def program_fds(self) -> tuple[int, int]:
@@ -385,13 +428,24 @@ class _Harness:
         """What the handler needs of the harness's run: did the tests end, with which events."""
         status = reaped[self.pid][0]
         events = _ctl_events(self.ctl)
-        done = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and any(
-            ev["ev"] == "asserts_done" and ev.get("token") == token for ev in events)
-        setup_failed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _SETUP_FAILED and not any(
-            ev["ev"] == "ready" for ev in events)
-        return {"done": done, "events": events, "setup_failed": setup_failed,
-                "sig": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                "stderr": bytes(self.err.data), "truncated": self.err.truncated}
+        done = (
+            os.WIFEXITED(status)
+            and os.WEXITSTATUS(status) == 0
+            and any(ev["ev"] == "asserts_done" and ev.get("token") == token for ev in events)
+        )
+        setup_failed = (
+            os.WIFEXITED(status)
+            and os.WEXITSTATUS(status) == _SETUP_FAILED
+            and not any(ev["ev"] == "ready" for ev in events)
+        )
+        return {
+            "done": done,
+            "events": events,
+            "setup_failed": setup_failed,
+            "sig": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            "stderr": bytes(self.err.data),
+            "truncated": self.err.truncated,
+        }
 
 
 def _watch(sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadline: float) -> str | None:
@@ -413,7 +467,7 @@ def _watch(sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadlin
                     return None
                 if key.data == "stdin":
                     try:
-                        sent += os.write(stdin_w, stdin_data[sent:sent + (1 << 16)])
+                        sent += os.write(stdin_w, stdin_data[sent : sent + (1 << 16)])
                     except BlockingIOError:
                         pass
                     except BrokenPipeError:  # the program stopped reading: fine
@@ -458,9 +512,20 @@ def _drain(sel: selectors.BaseSelector, timeout_s: float) -> bool:
                 _read_into(sel, key.fd, key.data)
 
 
-_EMPTY_OUTCOME = {"status": "runtime_error", "stdout": "", "stderr": "", "truncated": False, "exit_code": None,
-                  "signal": None, "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_mb": 0.0, "limit_hit": None,
-                  "exception": None, "message": None}
+_EMPTY_OUTCOME = {
+    "status": "runtime_error",
+    "stdout": "",
+    "stderr": "",
+    "truncated": False,
+    "exit_code": None,
+    "signal": None,
+    "wall_s": 0.0,
+    "cpu_s": 0.0,
+    "peak_memory_mb": 0.0,
+    "limit_hit": None,
+    "exception": None,
+    "message": None,
+}
 
 
 def _ctl_events(ctl: Capture) -> list[dict[str, Any]]:
@@ -476,7 +541,9 @@ def _ctl_events(ctl: Capture) -> list[dict[str, Any]]:
         if type(pairs) is not list or not 0 < len(pairs) <= 8 or not all(type(p) is tuple for p in pairs):
             continue
         ev = dict(pairs)  # at most 8 keys
-        if isinstance(ev.get("ev"), str) and all(type(v) in (str, int, float, bool, type(None)) for v in ev.values()):
+        if isinstance(ev.get("ev"), str) and all(
+            type(v) in (str, int, float, bool, type(None)) for v in ev.values()
+        ):
             events.append(ev)
     return events
 
@@ -492,9 +559,19 @@ def _text(value: object, limit: int) -> str | None:
     return value
 
 
-def _outcome(job: dict[str, Any], lim: Limits, status: int, cpu: float, peak_mb: float, wall: float,
-             out: Capture, err: Capture, ctl: Capture, limit_hit: str | None,
-             tests: dict[str, Any] | None = None) -> dict[str, Any]:
+def _outcome(
+    job: dict[str, Any],
+    lim: Limits,
+    status: int,
+    cpu: float,
+    peak_mb: float,
+    wall: float,
+    out: Capture,
+    err: Capture,
+    ctl: Capture,
+    limit_hit: str | None,
+    tests: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The test frame. ``tests``: the assert harness's side (``_Harness.outcome``); the program's
     own control pipe then counts for its setup, its exceptions and its limits, never for the end of
     the tests (only the harness's record, with the token only the harness knows, does)."""
@@ -511,17 +588,24 @@ def _outcome(job: dict[str, Any], lim: Limits, status: int, cpu: float, peak_mb:
     message = None
     if ("ready" not in kinds or (tests is not None and tests["setup_failed"])) and limit_hit is None:
         verdict = "sandbox_error"
-        message = "the test process failed before running the program: " + (bytes(err.data)[-500:] + (
-            tests["stderr"][-500:] if tests is not None else b"")).decode("utf-8", "replace")
+        message = "the test process failed before running the program: " + (
+            bytes(err.data)[-500:] + (tests["stderr"][-500:] if tests is not None else b"")
+        ).decode("utf-8", "replace")
     elif limit_hit == "output" or ctl.over or any(ev["ev"] == "output_limit" for ev in harness_events):
         verdict, limit_hit = "output_limit", "output"
     elif limit_hit == "wall_time":
         verdict = "time_limit"
-    elif (signal.SIGXCPU in (sig, tests and tests["sig"]) or cpu > lim.time_limit_s
-          or (sig == signal.SIGKILL and cpu >= math.ceil(lim.time_limit_s))):
+    elif (
+        signal.SIGXCPU in (sig, tests and tests["sig"])
+        or cpu > lim.time_limit_s
+        or (sig == signal.SIGKILL and cpu >= math.ceil(lim.time_limit_s))
+    ):
         verdict, limit_hit = "time_limit", "cpu_time"
-    elif ("MemoryError" in exc_types or limit_hit == "memory_cgroup"
-          or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb)):
+    elif (
+        "MemoryError" in exc_types
+        or limit_hit == "memory_cgroup"
+        or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb)
+    ):
         verdict, limit_hit = "memory_limit", "memory"
     elif "compile_error" in kinds:
         verdict = "compile_error"
@@ -565,5 +649,12 @@ def _outcome(job: dict[str, Any], lim: Limits, status: int, cpu: float, peak_mb:
 
 
 def _exc_types(events: list[dict[str, Any]]) -> list[str]:
-    return sorted({t for ev in events if ev["ev"] == "exc"
-                   for t in [_text(ev.get("type"), 200)] if t is not None and t.isidentifier()})
+    return sorted(
+        {
+            t
+            for ev in events
+            if ev["ev"] == "exc"
+            for t in [_text(ev.get("type"), 200)]
+            if t is not None and t.isidentifier()
+        }
+    )
