@@ -19,7 +19,12 @@ from it), both running at once, in interleaved rounds so both see the same load;
 tests/s of each and the ratio, for a+b and 30-test jobs at concurrency 1 and 4, and the CPU time
 the executors used per test (their process tree with ``local``, their containers' cpuacct cgroups
 with ``docker``): on a shared machine tests/s moves with other work, CPU per test much less.
-Run it on a quiet machine; figures on a shared machine move with the other load (printed). On a
+``--assert-ab OLD_TREE``: instead, HumanEval-style assert jobs (three problems with their
+``check(candidate)``, one job = one test) through the local backend of this tree and of another
+checkout of mucode (e.g. ``git archive <rev> | tar -x -C /tmp/old``), each in a subprocess of its
+own, in interleaved rounds; prints the median jobs/s of each and the ratio (the assert harness's
+second process is in the new figure). Run it on a quiet machine; figures on a shared machine move with the
+other load (printed). On a
 cgroup-v1 host the bench moves itself into a CPU cgroup weighted like ``/docker`` (all containers
 share that one weight), so that local/floor rows and docker rows compete alike with other work.
 """
@@ -322,7 +327,13 @@ def main() -> None:
     p.add_argument("--compare-dir", help="A/B against the executor in this dir (local) ...")
     p.add_argument("--compare-image", help="... and this sandbox image (docker)")
     p.add_argument("--rounds", type=int, default=6, help="A/B: interleaved rounds")
+    p.add_argument(
+        "--assert-ab", metavar="OLD_TREE", help="A/B of HumanEval-style assert jobs against that checkout"
+    )
     args = p.parse_args()
+    if args.assert_ab:
+        assert_ab(Path(args.assert_ab), args.rounds)
+        return
     if args.compare_dir:
         for name in [b for b in args.backends.split(",") if b and (b == "local" or args.compare_image)]:
             asyncio.run(compare(name, args))
@@ -417,6 +428,104 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
             print(
                 f"| {kind} | {wl} | {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} | {co:.2f} | {cn:.2f} | {cn / co:.2f} |"
             )
+
+
+HUMANEVAL = [  # (program, test code, entry point): HumanEval/0, /2 and /3 with their canonical solutions
+    (
+        "def has_close_elements(numbers, threshold):\n    for i, a in enumerate(numbers):\n"
+        "        for j, b in enumerate(numbers):\n            if i != j and abs(a - b) < threshold:\n"
+        "                return True\n    return False\n",
+        "def check(candidate):\n    assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True\n"
+        "    assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.05) == False\n"
+        "    assert candidate([1.0, 2.0, 5.9, 4.0, 5.0], 0.95) == True\n"
+        "    assert candidate([1.0, 2.0, 5.9, 4.0, 5.0], 0.8) == False\n"
+        "    assert candidate([1.0, 2.0, 3.0, 4.0, 5.0, 2.0], 0.1) == True\n"
+        "    assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 1.0) == True\n"
+        "    assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 0.5) == False\n",
+        "has_close_elements",
+    ),
+    (
+        "def truncate_number(number):\n    return number % 1.0\n",
+        "def check(candidate):\n    assert candidate(3.5) == 0.5\n    assert abs(candidate(1.33) - 0.33) < 1e-6\n"
+        "    assert abs(candidate(123.456) - 0.456) < 1e-6\n",
+        "truncate_number",
+    ),
+    (
+        "def below_zero(operations):\n    balance = 0\n    for op in operations:\n        balance += op\n"
+        "        if balance < 0:\n            return True\n    return False\n",
+        "def check(candidate):\n    assert candidate([]) == False\n    assert candidate([1, 2, -3, 1, 2, -3]) == False\n"  # noqa: E501
+        "    assert candidate([1, 2, -4, 5, 6]) == True\n    assert candidate([1, -1, 2, -2, 5, -5, 4, -4]) == False\n"
+        "    assert candidate([1, -1, 2, -2, 5, -5, 4, -5]) == True\n"
+        "    assert candidate([1, -2, 2, -2, 5, -5, 4, -4]) == True\n",
+        "below_zero",
+    ),
+]
+_ASSERT_CELL = """
+import asyncio, json, sys, time
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec, make_backend
+problems, conc, n, bench_dir = json.loads(sys.argv[1])
+sys.path.insert(0, bench_dir)
+from proctree import cpu_s
+jobs = [CodeJob(p, TestSpec("assert", assert_code=t, entry_point=e)) for p, t, e in problems]
+async def main():
+    b = make_backend("local", slots=4, uid_base=62300, health_interval_s=0)
+    await b.start()
+    try:
+        for j in jobs:
+            assert (await b.judge(j)).verdict is Status.correct
+        sem = asyncio.Semaphore(conc)
+        async def one(j):
+            async with sem:
+                r = await b.judge(j)
+                assert r.verdict is Status.correct, r
+        t, c = time.perf_counter(), cpu_s(b._proc.pid)
+        await asyncio.gather(*(one(jobs[i % len(jobs)]) for i in range(n)))
+        print(json.dumps([n / (time.perf_counter() - t), (cpu_s(b._proc.pid) - c) * 1000 / n]))
+    finally:
+        await b.close()
+asyncio.run(main())
+"""
+
+
+def assert_ab(old_tree: Path, rounds: int) -> None:
+    """HumanEval-style assert jobs/s through the local backend of ``old_tree`` and of this tree."""
+    import json
+    import statistics
+
+    new_tree = Path(__file__).resolve().parents[1]
+    res: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, int], list[float]] = {}
+    for r in range(rounds):
+        for name, tree in (
+            (("old", old_tree), ("new", new_tree)) if r % 2 == 0 else (("new", new_tree), ("old", old_tree))
+        ):
+            for conc in (1, 4):
+                cell = json.dumps([HUMANEVAL, conc, 150, str(Path(__file__).resolve().parent)])
+                out = subprocess.run(
+                    [sys.executable, "-c", _ASSERT_CELL, cell],
+                    cwd=tree,
+                    capture_output=True,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                    text=True,
+                    check=True,
+                    timeout=600,
+                )
+                rate, ms = json.loads(out.stdout.splitlines()[-1])
+                res.setdefault((name, conc), []).append(rate)
+                cpu.setdefault((name, conc), []).append(ms)
+    print(
+        f"# HumanEval-style assert jobs, local backend, median jobs/s over {rounds} interleaved rounds, "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "| concurrency | old jobs/s | new jobs/s | new/old | old executor CPU ms/job | new | new/old |\n"
+        "|---|---|---|---|---|---|---|"
+    )
+    for conc in (1, 4):
+        o, n = (statistics.median(res[(v, conc)]) for v in ("old", "new"))
+        co, cn = (statistics.median(cpu[(v, conc)]) for v in ("old", "new"))
+        print(f"| {conc} | {o:.0f} | {n:.0f} | {n / o:.2f} | {co:.2f} | {cn:.2f} | {cn / co:.2f} |")
 
 
 def run(args: argparse.Namespace, fair: bool) -> None:

@@ -8,7 +8,8 @@ Process tree (all root inside the sandbox, every program child unprivileged):
     main (pid 1 in its pid namespace; serves health pings on <socket>.ctl, respawns slot managers)
     └── slot manager i (one per slot; forks one handler at a time; never reads a job)
         └── job handler (pre-forked by the manager; accepts one connection: holds only that job's data)
-            └── test child (forked per test; uid = uid_base + i, rlimits, no-new-privs; runner.py)
+            ├── test child (forked per test; uid = uid_base + i, rlimits, no-new-privs; runner.py)
+            └── assert harness (assert format: the test code, in a process of its own; harness.py)
 
 Jobs carry the program and the test inputs, never the expected outputs. The handler streams one
 result frame per test and waits for ``next``/``stop`` from the client before the next test, so
@@ -40,7 +41,7 @@ import cleanup  # noqa: E402
 import pyrun  # noqa: E402
 import seccomp  # noqa: E402
 from languages import LANGUAGES  # noqa: E402
-from protocol import ProtocolError, recv_frame, send_frame  # noqa: E402
+from protocol import ProtocolError, encode_frame, recv_frame, send_frame  # noqa: E402
 from runner import Limits, Slot, run_test  # noqa: E402
 from slots import SECCOMP_FAILED, Board, slot_manager  # noqa: E402
 
@@ -113,7 +114,7 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
         if built["status"] != "ok":
             if built["status"] != "sandbox_error":
                 built["status"] = "compile_error"
-            send_frame(conn, {"ev": "test", "index": 0, **built})
+            send_outcome(conn, 0, built)
             if len(inputs) > 1:  # the client answers every test frame but the last it expects
                 board.deadline(slot.index, args.idle_timeout_s + args.deadline_slack_s)
                 recv_frame(conn)
@@ -123,12 +124,50 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
         board.deadline(slot.index, lim.wall_limit_s + args.deadline_slack_s)
         outcome = run_test(job, lang, slot, lim, test_input, index, build_dir)
         board.deadline(slot.index, args.idle_timeout_s + args.deadline_slack_s)
-        send_frame(conn, {"ev": "test", "index": index, **outcome})
+        send_outcome(conn, index, outcome)
         if index + 1 < len(inputs):
             ctrl = recv_frame(conn)
             if ctrl is None or ctrl.get("op") != "next":
                 return
     send_frame(conn, {"ev": "done"})
+
+
+def send_outcome(conn: socket.socket, index: int, outcome: dict[str, Any]) -> None:
+    """One test frame. An outcome that cannot be encoded (what the program produced is too deep or
+    too big for a frame) is the program's ``runtime_error``, never a dead handler."""
+    try:
+        data = encode_frame({"ev": "test", "index": index, **outcome})
+    except (ValueError, TypeError, RecursionError, OverflowError, MemoryError, ProtocolError) as exc:
+        data = encode_frame(
+            {
+                "ev": "test",
+                "index": index,
+                **outcome,
+                "status": "runtime_error",
+                "stdout": "",
+                "stderr": "",
+                "asserts": [],
+                "exception": None,
+                "message": f"the program's output could not be sent: {type(exc).__name__}",
+            }
+        )
+    conn.sendall(data)
+
+
+OOM_SCORE_ADJ = -1000  # the executor's own processes: never the OOM killer's choice (tests: +1000)
+
+
+def protect_from_oom() -> int | None:
+    """Out of the OOM killer's reach (inherited by every manager and handler; test children raise
+    theirs to 1000). Needs CAP_SYS_RESOURCE to lower it: docker sets it for the container instead
+    (docker_engine.container_options). Returns the value in force."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write(str(OOM_SCORE_ADJ))
+    try:
+        with open("/proc/self/oom_score_adj") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock")
@@ -152,6 +191,9 @@ def close_shared_dirs() -> list[str]:
     return still
 
 
+CONTAINER_OOM_CONTROL = "/sys/fs/cgroup/memory/memory.oom_control"  # cgroup v1, as docker mounts it
+
+
 def _slot(i: int, args: argparse.Namespace) -> Slot:
     procs: list[str] = []
     oom = None
@@ -162,7 +204,15 @@ def _slot(i: int, args: argparse.Namespace) -> Slot:
                 procs.append(os.path.join(path, "cgroup.procs"))
                 if os.path.isfile(os.path.join(path, "memory.oom_control")):
                     oom = os.path.join(path, "memory.oom_control")
-    return Slot(i, args.uid_base + i, os.path.join(args.scratch, str(i)), tuple(procs), oom)
+    shared = oom is None and os.access(CONTAINER_OOM_CONTROL, os.R_OK)  # docker: the container's cgroup
+    return Slot(
+        i,
+        args.uid_base + i,
+        os.path.join(args.scratch, str(i)),
+        tuple(procs),
+        CONTAINER_OOM_CONTROL if shared else oom,
+        shared,
+    )
 
 
 def _slots(args: argparse.Namespace) -> list[Slot]:
@@ -182,6 +232,7 @@ def _slots(args: argparse.Namespace) -> list[Slot]:
 
 def serve(args: argparse.Namespace) -> None:
     pyrun.prepare()
+    oom_score_adj = protect_from_oom()
     if seccomp.supported():
         seccomp.program()  # built once, before any fork
     writable_shared = close_shared_dirs()
@@ -240,7 +291,13 @@ def serve(args: argparse.Namespace) -> None:
                 try:
                     if recv_frame(conn) is None:
                         continue
-                    send_frame(conn, _health(args, slots, board, broken, counts, writable_shared))
+                    send_frame(
+                        conn,
+                        {
+                            **_health(args, slots, board, broken, counts, writable_shared),
+                            "oom_score_adj": oom_score_adj,
+                        },
+                    )
                 except (OSError, ProtocolError, ValueError):
                     pass
     finally:

@@ -64,7 +64,9 @@ i=0
 while [ "$i" -lt "$SLOTS" ]; do
     u=$((UIDB + i))
     mkdir "$R/scratch/$i"
-    mount -t tmpfs -o "size=${SMB}m,uid=$u,gid=$u,mode=0700,nosuid,nodev,noexec" "mucode-slot$i" "$R/scratch/$i"
+    # nr_inodes bounds the kernel memory a slot's files can hold beyond their size (about 1 KiB per
+    # inode or hard link; docker_engine.SCRATCH_INODES is the same number)
+    mount -t tmpfs -o "size=${SMB}m,nr_inodes=32768,uid=$u,gid=$u,mode=0700,nosuid,nodev,noexec" "mucode-slot$i" "$R/scratch/$i"
     i=$((i + 1))
 done
 cd "$R"

@@ -14,14 +14,8 @@ executor runs with ``-S``.
 Modes: ``stdio`` runs the program with the test input on stdin; ``call`` runs the program, then
 calls ``fn_name`` (a top-level function, or a method of ``Solution()``) with one JSON argument per
 input line, and writes the JSON of the return value on the control pipe (the program's prints go to
-stderr); ``assert`` runs the program, then ``assert_code`` (compiled apart, as ``tests.py``, in the
-program's module namespace; ``check(<entry_point>)`` appended when ``entry_point`` is set). The
-test code arrives rewritten by mucode/sandbox/asserts.py: ``__mucode_report__(k, value)`` writes
-the value as plain data (``encode``) for the caller to compare outside the sandbox,
-``__mucode_value__(x)`` makes an operand plain data (anything else fails the assertion),
-``__mucode_check__(k, v)`` asserts in here. After the test code finished without an exception,
-the harness writes ``{"ev": "asserts_done", "token": <the run's token>}``: an exit status alone
-never passes a test.
+stderr); ``assert`` runs the program, then serves calls (``serve_calls``) to the test harness,
+which runs the test code in a process of its own (harness.py): the test code never runs here.
 """
 
 from __future__ import annotations
@@ -35,11 +29,13 @@ import sys
 import traceback
 import types
 
+import plaindata
+
 TYPE_CHECKING = False  # typing's own flag without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
-CTL_FD = 3
+CTL_FD, REQ_FD, REP_FD = 3, 4, 5
 INT_MAX_STR_DIGITS = 50_000
 _SITE_DIRS: list[str] = []
 
@@ -70,101 +66,67 @@ def _fresh_streams() -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = stdin, stdout, stderr  # type: ignore[misc]
 
 
-class NotPlain(Exception):
-    pass
-
-
-_MAX_DEPTH = 150
-
-
-def plain(x: Any, depth: int = 0) -> object:
-    """``x`` as exact builtin data. Subclasses of builtins go through the base type's own C
-    methods (their overrides are ignored); numpy values through ``tolist()``; else NotPlain."""
-    t = type(x)
-    if x is None or t is bool or t is int or t is float or t is str or t is bytes or t is complex:
-        return x
-    if depth > _MAX_DEPTH:
-        raise NotPlain("nested too deeply")
-    d = depth + 1
-    if t is list:
-        return [plain(v, d) for v in x]
-    if t is tuple:
-        return tuple(plain(v, d) for v in x)
-    if t is dict:
-        return {plain(k, d): plain(v, d) for k, v in dict.items(x)}
-    if t is set or t is frozenset:
-        return t(plain(v, d) for v in x)
-    for base, to_base in _BASES:
-        if issubclass(t, base):
-            return plain(to_base(x), d)
-    if getattr(t, "__module__", "") == "numpy" and hasattr(x, "tolist"):
-        return plain(x.tolist(), d)
-    raise NotPlain(getattr(t, "__qualname__", "?"))
-
-
-_BASES = (
-    (int, int.__int__),
-    (float, float.__float__),
-    (str, str.__str__),
-    (bytes, lambda b: bytes.__getitem__(b, slice(None))),
-    (list, list.copy),
-    (tuple, lambda v: tuple.__getitem__(v, slice(None))),
-    (dict, dict.copy),
-    (set, set.copy),
-    (frozenset, frozenset.copy),
-    (complex, lambda c: complex(complex.__getattribute__(c, "real"), complex.__getattribute__(c, "imag"))),
-)
-
-
-def encode(x: object) -> object:
-    """Plain data (see ``plain``) as tagged JSON (decoded by mucode/sandbox/asserts.py)."""
-    t = type(x)
-    if x is None or t is bool or t is str:
-        return x
-    if t is int:
-        return {"i": hex(x)}  # type: ignore[arg-type]
-    if t is float:
-        return {"f": x.hex()}  # type: ignore[attr-defined]
-    if t is complex:
-        return {"c": [x.real.hex(), x.imag.hex()]}  # type: ignore[attr-defined]
-    if t is bytes:
-        return {"b": x.hex()}  # type: ignore[attr-defined]
-    if t is list:
-        return [encode(v) for v in x]  # type: ignore[attr-defined]
-    if t is tuple:
-        return {"t": [encode(v) for v in x]}  # type: ignore[attr-defined]
-    if t is set or t is frozenset:
-        return {"s" if t is set else "S": [encode(v) for v in x]}  # type: ignore[attr-defined]
-    if t is dict:
-        return {"d": [[encode(k), encode(v)] for k, v in x.items()]}  # type: ignore[attr-defined]
-    raise NotPlain(t.__qualname__)
-
-
-def _harness(token: str) -> dict[str, Any]:
-    """The names the rewritten test code calls (bound here, after the program's own code ran)."""
-    write, dumps = os.write, json.dumps
-
-    def report(k: int, value: object) -> None:
+def _reply(module: types.ModuleType, request: object) -> Any:
+    """One answer of the call server (see ``serve_calls``)."""
+    if type(request) is tuple and len(request) == 2 and request[0] == "resolve":
+        table: list[tuple[object, ...]] = []
+        for name in request[1] if type(request[1]) is list else []:
+            if type(name) is not str or name not in module.__dict__:
+                continue
+            value = module.__dict__[name]
+            if callable(value):
+                table.append((name, "f"))
+                continue
+            with contextlib.suppress(plaindata.NotPlain, RecursionError):
+                plaindata.dumps(value)
+                table.append((name, "v", value))
+        return plaindata.dumps(("ok", table))
+    if not (type(request) is tuple and len(request) == 4 and request[0] == "call"):
+        return plaindata.dumps(("err", "RuntimeError", "malformed request"))
+    _, name, args, kwargs = request
+    try:
+        result = module.__dict__[name](*args, **kwargs)
+        return plaindata.dumps(("ok", result))
+    except SystemExit:
+        raise
+    except (plaindata.NotPlain, RecursionError) as exc:
+        return plaindata.dumps(
+            ("err", "AssertionError", f"{name} returned a value that is not plain data ({exc})")
+        )
+    except BaseException as exc:
+        if isinstance(exc, MemoryError):
+            _ctl({"ev": "exc", "type": "MemoryError"})
         try:
-            data = encode(plain(value))
-        except (NotPlain, RecursionError) as exc:
-            data = {"x": str(exc)[:200]}
-        write(CTL_FD, (dumps({"ev": "assert", "k": k, "v": data}) + "\n").encode("utf-8", "surrogatepass"))
+            message = str(exc)[:500]
+        except BaseException:
+            message = ""
+        return plaindata.dumps(("err", type(exc).__name__[:100], message))
 
-    def value(x: object) -> object:
+
+def serve_calls(module: types.ModuleType) -> None:
+    """Assert mode, after the program ran: answer the harness's requests (fd 4) on fd 5, one
+    plain-data line each (``resolve`` names, ``call`` a function), until the harness is gone."""
+    buf = bytearray()
+    while True:
+        end = buf.find(b"\n")
+        if end < 0:
+            chunk = os.read(REQ_FD, 1 << 16)
+            if not chunk:
+                return
+            buf += chunk
+            continue
+        line = bytes(buf[:end])
+        del buf[: end + 1]
         try:
-            return plain(x)
-        except (NotPlain, RecursionError) as exc:
-            raise AssertionError(f"not plain data: {exc}") from None
-
-    def check(k: int, v: object) -> None:
-        if not v:
-            raise AssertionError(f"assertion {k} failed")
-
-    def done() -> None:
-        write(CTL_FD, (dumps({"ev": "asserts_done", "token": token}) + "\n").encode())
-
-    return {"__mucode_report__": report, "__mucode_value__": value, "__mucode_check__": check, "done": done}
+            request = plaindata.loads(line)
+        except ValueError:
+            return
+        data = memoryview(_reply(module, request))
+        try:
+            while data:
+                data = data[os.write(REP_FD, data) :]
+        except BrokenPipeError:
+            return
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -213,14 +175,8 @@ def run_python(job: dict[str, Any], test_input: str) -> None:
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(INT_MAX_STR_DIGITS)
     mode = job.get("mode", "stdio")
-    harness = _harness(job.pop("token", "")) if mode == "assert" else {}
     try:
         code = compile(job["program"], "solution.py", "exec", dont_inherit=True)
-        if mode == "assert":
-            tests = (job.get("assert_code") or "") + "\n"
-            if job.get("entry_point"):
-                tests += f"\ncheck({job['entry_point']})\n"
-            tests_code = compile(tests, "tests.py", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as exc:
         traceback.print_exception(type(exc), exc, None)
         _ctl({"ev": "compile_error"})
@@ -235,11 +191,7 @@ def run_python(job: dict[str, Any], test_input: str) -> None:
     try:
         exec(code, module.__dict__)
         if mode == "assert":
-            done = harness.pop("done")
-            module.__dict__.update(harness)
-            del harness
-            exec(tests_code, module.__dict__)
-            done()
+            serve_calls(module)
         if mode == "call":
             args = [json.loads(line) for line in test_input.splitlines() if line.strip()]
             result = _resolve(module, job["fn_name"])(*args)

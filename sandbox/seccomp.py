@@ -13,6 +13,11 @@ top). Loading a filter costs ~0.5 ms of CPU: once per manager, not once per test
 - SysV IPC objects (``shmget``, ``semget``, ``msgget``): on the docker backend the slots of one
   container share one IPC namespace (no capability to give each its own), so an object would be a
   channel between jobs running at the same time; POSIX shared memory and semaphores are unaffected;
+- kernel memory no limit of the program's counts: extended attributes (``setxattr``,
+  ``lsetxattr``, ``fsetxattr``: on tmpfs they are bounded by neither the scratch size nor the
+  inode count, and outlive the program in the slot's memory cgroup) and ``memfd_create`` (anonymous
+  files outside the scratch tmpfs, whose pages are charged to the cgroup but to no process, so the
+  OOM killer would pick a neighbour);
 - reaching other processes or the kernel: ``ptrace``, ``process_vm_readv/writev``, ``kcmp``,
   module and kexec loading, ``acct``, ``swapon/off``, ``reboot``, ``syslog``, ``quotactl``,
   ``open_by_handle_at``.
@@ -83,6 +88,10 @@ _DENIED = (
     "shmget",
     "semget",
     "msgget",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "memfd_create",
 )
 _COMMON = {
     "open_tree": 428,
@@ -133,6 +142,10 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
             "shmget": 29,
             "semget": 64,
             "msgget": 68,
+            "setxattr": 188,
+            "lsetxattr": 189,
+            "fsetxattr": 190,
+            "memfd_create": 319,
         },
     ),
     "aarch64": (
@@ -170,6 +183,10 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
             "shmget": 194,
             "semget": 190,
             "msgget": 186,
+            "setxattr": 5,
+            "lsetxattr": 6,
+            "fsetxattr": 7,
+            "memfd_create": 279,
         },
     ),
 }

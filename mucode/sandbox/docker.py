@@ -51,7 +51,10 @@ class DockerPoolBackend(PooledBackend):
     may stay busy past a test's wall limit before the executor counts it as stuck and replaces its
     processes; health is not ok meanwhile), ``docker_host`` (engine URL; default ``DOCKER_HOST`` or
     the local socket), ``health_interval_s`` (5; 0: no monitor and no events stream),
-    ``start_timeout_s`` (60), ``acquire_timeout_s`` (600)."""
+    ``start_timeout_s`` (60), ``acquire_timeout_s`` (600), ``oom_score_adj`` (-1000, the
+    executor's processes out of the OOM killer's reach; a daemon that may not lower it, one
+    without CAP_SYS_RESOURCE, fails to start such a container: the pool then warns once and starts
+    its containers without it, at 0, still below the test processes' 1000)."""
 
     name = "docker"
     option_hints: ClassVar[dict[str, str]] = {
@@ -80,8 +83,10 @@ class DockerPoolBackend(PooledBackend):
         health_interval_s: float = 5.0,
         start_timeout_s: float = 60.0,
         acquire_timeout_s: float = 600.0,
+        oom_score_adj: int | None = -1000,
     ) -> None:
         super().__init__(acquire_timeout_s=acquire_timeout_s)
+        self.oom_score_adj = oom_score_adj
         self.image = image
         self.containers = containers
         self.slots = slots_per_container
@@ -198,10 +203,26 @@ class DockerPoolBackend(PooledBackend):
             pids_limit=self.pids_limit,
             owner=self.owner,
             executor_args=self.executor_args,
+            oom_score_adj=self.oom_score_adj,
         )
 
     async def _start_container(self, name: str, sock_dir: Path, uid_base: int) -> None:
-        await self.engine.run(self.options(name, sock_dir, uid_base))
+        asked = self.oom_score_adj
+        try:
+            await self.engine.run(self.options(name, sock_dir, uid_base))
+        except DockerError as exc:
+            if asked is None or "OCI runtime" not in str(exc):
+                raise
+            if self.oom_score_adj is not None:
+                logger.warning(
+                    "docker sandbox: the daemon cannot start a container with oom_score_adj %d (%s); "
+                    "starting the pool's containers without it",
+                    asked,
+                    str(exc)[-200:],
+                )
+            self.oom_score_adj = None
+            await self.engine.remove(name)
+            await self.engine.run(self.options(name, sock_dir, uid_base))
         ep = Endpoint(name=name, socket_path=sock_dir / "executor.sock", slots=self.slots)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.start_timeout_s

@@ -52,6 +52,12 @@ class DockerError(RuntimeError):
     """The Docker engine refused or failed a call (the message names the fix where there is one)."""
 
 
+SCRATCH_INODES = 32768
+"""Inodes (files, dirs, hard links) per slot scratch tmpfs: about 1 KiB of kernel memory each, so a
+slot's files hold at most ~32 MiB beyond their size (the kernel's default is half the RAM in pages).
+The local backend's jail.sh mounts its scratch dirs with the same number."""
+
+
 def container_options(
     *,
     name: str,
@@ -65,10 +71,14 @@ def container_options(
     pids_limit: int,
     owner: str,
     executor_args: list[str],
+    oom_score_adj: int | None = -1000,
 ) -> dict[str, Any]:
-    """Keyword arguments of ``DockerClient.containers.create`` for one sandbox container."""
+    """Keyword arguments of ``DockerClient.containers.create`` for one sandbox container.
+    ``oom_score_adj`` (None: the daemon's default): the executor's root processes are never the OOM
+    killer's choice at -1000 (its test processes raise theirs to 1000)."""
     tmpfs = {
-        f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size={scratch_mb}m,uid={uid},gid={uid},mode=0700"
+        f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size={scratch_mb}m,nr_inodes={SCRATCH_INODES},uid={uid},"
+        f"gid={uid},mode=0700"
         for i, uid in enumerate(range(uid_base, uid_base + slots))
     }
     options: dict[str, Any] = {
@@ -103,6 +113,8 @@ def container_options(
     }
     if cpus > 0:
         options["nano_cpus"] = int(cpus * 1e9)
+    if oom_score_adj is not None:
+        options["oom_score_adj"] = oom_score_adj
     return options
 
 

@@ -173,3 +173,40 @@ def test_mbpp_set_oracle_and_solution_samples_file_via_cli(
     mbpp, truth = load_evalplus("mbpp", override_path=OVERRIDES["mbpp"])
     for code, ours in zip(MBPP_SOLUTIONS.values(), (True, False), strict=True):
         assert evalplus_reference("mbpp", mbpp["Mbpp/2"], truth["Mbpp/2"], code, "plus") == ours
+
+
+FORGED_SAMPLES = {  # each passed when the driver decided the verdict in the sample's process
+    "prints the old pass marker": (
+        "def average(xs):\n    import os\n    os.write(1, b'MUCODE_EVALPLUS_PASS\\n')\n    os._exit(0)"
+    ),
+    "ground truth from the caller's frame": (
+        "import sys\ndef average(xs):\n    f = sys._getframe(1)\n"
+        "    return f.f_locals.get('exp', f.f_globals.get('_P', {}).get('expected', [0])[0])"
+    ),
+    "patched comparison": (
+        "import sys\ndef average(xs):\n    main = sys.modules['__main__']\n"
+        "    main.__dict__['_check'] = lambda *a: (True, 0)\n    return 0.0"
+    ),
+}
+
+
+def test_a_sample_cannot_forge_its_evalplus_verdict(code_verifier: VerifierOptions, tmp_path: Path) -> None:
+    samples = {tid: [fenced(sols["correct"])] * (len(FORGED_SAMPLES) + 1) for tid, sols in SOLUTIONS.items()}
+    samples["HumanEval/900"] = [fenced(code) for code in FORGED_SAMPLES.values()] + samples["HumanEval/900"][
+        :1
+    ]
+    report = evaluate_evalplus(
+        SamplesSource(samples),
+        ("humaneval",),
+        override_paths=OVERRIDES,
+        verifier=code_verifier,
+        run_dir=tmp_path,
+    )
+    rows = [json.loads(x) for x in (tmp_path / "humaneval" / "verdicts.jsonl").read_text().splitlines()]
+    statuses = {(r["index"], r["part"]): r["status"] for r in rows if r["id"] == "HumanEval/900"}
+    for index, name in enumerate(FORGED_SAMPLES):
+        for part in ("base", "plus"):
+            assert statuses[(index, part)] in ("wrong_answer", "runtime_error"), (name, part, statuses)
+    n = len(FORGED_SAMPLES)
+    assert statuses[(n, "base")] == "correct" and statuses[(n, "plus")] == "correct", statuses
+    assert report["humaneval"]["infra_errors"] == 0

@@ -26,7 +26,10 @@ def local_handle() -> Iterator[Handle]:
 
 @pytest.fixture(scope="session")
 def docker_handle() -> Iterator[Handle]:
-    h = Handle("docker", containers=1, slots_per_container=3, uid_base=10500, health_interval_s=1.0)
+    image = os.environ.get("MUCODE_SANDBOX_IMAGE", "mucode-sandbox:latest")  # scripts/docker_setup.sh's tag
+    h = Handle(
+        "docker", containers=1, slots_per_container=3, uid_base=10500, health_interval_s=1.0, image=image
+    )
     yield h
     h.close()
 

@@ -1,11 +1,13 @@
-"""The program that runs one EvalPlus sample inside mucode's sandbox (standard library only).
+"""One EvalPlus sample as an ``assert`` job of mucode's sandbox (standard library only in the sandbox).
 
-`build_driver` returns the source of a Python program holding the sample's code; `build_payload`
-the task's test inputs, ground-truth outputs and time limits as a base64 pickle, which the program
-reads on stdin (the item's one stdio test, identical for every sample of the task, so a request
-carries it once). Run as a program it executes the code in a fresh namespace with output swallowed (evalplus's
-`unsafe_execute`), calls the entry point on each input under its time limit, and compares with
-evalplus 0.3.1's rules (`evalplus/eval/__init__.py`):
+`build_program` wraps the sample's code as evalplus's `unsafe_execute` runs it: a fresh namespace
+(no `__name__`, so `if __name__ == "__main__":` blocks do not run), output swallowed, stdin
+unreadable. `build_tests` returns the test code: the task's inputs, ground-truth outputs and time
+limits (a base64 pickle) and evalplus 0.3.1's comparison rules (`evalplus/eval/__init__.py`). The
+sandbox runs that test code in its assert harness, a process of its own that shares no memory with
+the sample (mucode/sandbox/executor/harness.py): the sample's entry point is called through a pipe
+with plain-data arguments, its outputs come back as plain data, and the rules are applied there, so
+the ground truth and the verdict are never in the sample's process. The rules:
 
 - exact equality first; then, when the ground truth is a float (or a flat list/tuple of floats) or the
   problem sets `atol`, same type, same length and `np.allclose(out, exp, rtol=1e-7, atol)` (atol
@@ -14,16 +16,18 @@ evalplus 0.3.1's rules (`evalplus/eval/__init__.py`):
 - MBPP special oracles (set equality for some tasks, "not None" tasks, `are_equivalent`,
   `sum_div`, `surface_Area`, `digit_distance_nums`) with evalplus's own oracle functions, whose
   source is copied in from the installed evalplus;
-- HumanEval/32 (`find_zero`): passes when |poly(xs, out)| ≤ atol. Deviation: evalplus 0.3.1's runner
-  `continue`s past its bookkeeping on this oracle, so locally it fails every find_zero solution;
-  here the oracle decides, as it intends.
+- HumanEval/32 (`find_zero`): passes when |poly(xs, out)| ≤ atol (evalplus's `poly`, from the
+  test code, not the sample's). Deviation: evalplus 0.3.1's runner `continue`s past its
+  bookkeeping on this oracle, so locally it fails every find_zero solution; here the oracle decides,
+  as it intends.
 
-It stops at the first failing input (evalplus's default fast check) and prints one line: the pass
-marker, or `FAIL <i>` / `ERROR <i> <exception or timeout>` (i = -1 while loading the code). The
-verifier compares that line outside the sandbox.
-
-Limit: the comparison runs in the sandboxed process next to the sample, as in evalplus and
-HumanEval; the ground truth is therefore inside the sandbox, and a program written to find it could.
+It stops at the first failing input (evalplus's default fast check): an `AssertionError` naming
+`FAIL <i>` or `ERROR <i> <exception or timeout>` (the sandbox's `wrong_answer`). Per-input time
+limits (wall clock) and the per-task budget are enforced by the harness with `SIGALRM`; a sample
+that takes longer to load than the sandbox's limit is `time_limit`. Deviations from evalplus:
+arguments and results cross the process boundary as plain data (a result that is not, such as a
+custom object, fails; a numpy value is compared as its `tolist()`); arguments are copies, as
+evalplus's `deepcopy`.
 """
 
 from __future__ import annotations
@@ -33,25 +37,16 @@ import inspect
 import pickle
 from typing import Any
 
-__all__ = ["PASS_MARKER", "build_driver", "build_payload"]
+__all__ = ["build_program", "build_tests"]
 
-PASS_MARKER = "MUCODE_EVALPLUS_PASS"
-
-_DRIVER = r'''
-import base64, io, math, os, pickle, signal, sys, time
-
-_P = pickle.loads(base64.b64decode(sys.stdin.buffer.read()))
+_RULES = r'''
+import base64, math, pickle, signal, time
 
 class _Timeout(BaseException):
     pass
 
 def _on_alarm(signum, frame):
     raise _Timeout()
-
-class _NoInput(io.StringIO):
-    def read(self, *args, **kwargs):
-        raise OSError("stdin is not readable")
-    readline = readlines = read
 
 def _is_floats(x):
     if isinstance(x, float):
@@ -126,27 +121,20 @@ def _check(dataset, entry_point, inp, out, exp, atol):
         return _allclose(out, exp, atol), atol
     return bool(exact_match), atol
 
-def _main():
-    real_stdout = sys.stdout
+def check(candidate):
     signal.signal(signal.SIGALRM, _on_alarm)
-    sink = io.StringIO()
-    sys.stdout, sys.stderr, sys.stdin = sink, sink, _NoInput()
-    verdict = "MUCODE_EVALPLUS_PASS"
-    i = -1  # the input being run (-1: loading the code)
+    verdict = None
+    i = -1
+    deadline = time.monotonic() + _P["budget_s"]
+    atol = _P["atol"]
     try:
-        namespace = {}
-        deadline = time.monotonic() + _P["budget_s"]
-        signal.setitimer(signal.ITIMER_REAL, _P["budget_s"])
-        exec(_CODE, namespace)
-        fn = namespace[_P["entry_point"]]
-        atol = _P["atol"]
         for i, (inp, exp) in enumerate(zip(_P["inputs"], _P["expected"])):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _Timeout()
             signal.setitimer(signal.ITIMER_REAL, min(_P["time_limits"][i], left))
             try:
-                out = fn(*inp)
+                out = candidate(*inp)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             passed, atol = _check(_P["dataset"], _P["entry_point"], inp, out, exp, atol)
@@ -155,15 +143,25 @@ def _main():
                 break
     except _Timeout:
         verdict = "ERROR %d timeout" % i
-    except BaseException as err:
+    except Exception as err:
         verdict = "ERROR %d %s" % (i, type(err).__name__)
-    sys.stdout = real_stdout
-    real_stdout.write(verdict + "\n")
-    real_stdout.flush()
-    os._exit(0)
-
-_main()
+    if verdict is not None:
+        raise AssertionError(verdict)
 '''
+
+_WRAPPER = r"""
+import io, os, sys
+
+class _NoInput(io.StringIO):
+    def read(self, *args, **kwargs):
+        raise OSError("stdin is not readable")
+    readline = readlines = read
+
+sys.stdout = sys.stderr = open(os.devnull, "w")
+sys.stdin = _NoInput()
+_namespace = {}
+exec(compile(_CODE, "solution.py", "exec"), _namespace)
+"""
 
 
 def _oracle_source() -> str:
@@ -172,7 +170,7 @@ def _oracle_source() -> str:
     return inspect.getsource(_special_oracle)
 
 
-def build_payload(
+def build_tests(
     *,
     entry_point: str,
     dataset: str,
@@ -182,9 +180,9 @@ def build_payload(
     time_limits: list[float],
     budget_s: float,
 ) -> str:
-    """The test data of one task and test set (base64 pickle), given to the driver on stdin.
+    """The test code of one task and test set, run by the sandbox's assert harness with
+    ``check(<entry_point>)`` (the same for every sample of the task).
 
-    It is the same for every sample of the task, so the verifier receives it once per request.
     `budget_s`: wall-clock seconds for the whole run (evalplus's per-task timeout).
     """
     if len(inputs) != len(expected) or len(inputs) != len(time_limits):
@@ -198,9 +196,15 @@ def build_payload(
         "time_limits": time_limits,
         "budget_s": budget_s,
     }
-    return base64.b64encode(pickle.dumps(payload, protocol=4)).decode("ascii")
+    data = base64.b64encode(pickle.dumps(payload, protocol=4)).decode("ascii")
+    return _oracle_source() + "\n" + _RULES + f"\n_P = pickle.loads(base64.b64decode({data!r}))\n"
 
 
-def build_driver(code: str) -> str:
-    """Source of the sandbox program that checks `code` against the payload it reads on stdin."""
-    return f"_CODE = {code!r}\n" + _oracle_source() + "\n" + _DRIVER
+def build_program(code: str, entry_point: str) -> str:
+    """The sandboxed program: the sample's code run as evalplus runs it, its entry point bound at
+    the top level (a sample without it fails when the tests look it up)."""
+    return (
+        f"_CODE = {code!r}\n"
+        + _WRAPPER
+        + f"if {entry_point!r} in _namespace:\n    {entry_point} = _namespace[{entry_point!r}]\n"
+    )

@@ -14,15 +14,17 @@ Code: evalplus's `sanitize` (the entry point and what it needs) of the response 
 prompt + response (`base`). A samples file may instead give evalplus's own `solution` (used as is)
 or `completion` (appended to the prompt), or mix the two line by line, as evalplus reads them.
 
-Judging: one sandboxed program per sample and test set (`evalplus_driver`): base tests decide
+Judging: one sandboxed assert job per sample and test set (`evalplus_driver`): the sample runs in
+one process, evalplus's comparison rules and the ground truth in the sandbox's test harness, a
+process of its own that calls the sample through a pipe with plain data. Base tests decide
 `humaneval`/`mbpp`; base and plus tests both passing decide `humaneval+`/`mbpp+`, as in evalplus.
 Per-input time limits are evalplus's max(1 s, 4 × ground-truth time), enforced (wall clock) by the
-driver; the whole run gets evalplus's per-task budget, min(60 s, their sum) + 1 s, also enforced by
-the driver. The item's sandbox limit (CPU seconds) is that budget plus 2 s to start, never above the
+harness; the whole run gets evalplus's per-task budget, min(60 s, their sum) + 1 s, also enforced by
+the harness. The item's sandbox limit (CPU seconds) is that budget plus 2 s to start, never above the
 code program's cap (`mucode.rewards.code.MAX_TIME_LIMIT_S`, 60 s): a HumanEval+ task with 1,000
 plus inputs sums to over 1,000 s of per-input limits, and gets a 61 s budget inside a 60 s CPU cap.
-A task's test data (inputs, ground truth, limits) is the item's stdin, the same object for every
-sample, so the verifier client sends it once per request.
+A task's test data (inputs, ground truth, limits) is in the item's test code, the same for every
+sample of the task.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from mucode.eval.core import (
     outcomes_for_part,
     run_task,
 )
-from mucode.eval.evalplus.driver import PASS_MARKER, build_driver, build_payload
+from mucode.eval.evalplus.driver import build_program, build_tests
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
 from mucode.eval.protocols import EVALPLUS_PROTOCOLS, Protocol
 from mucode.eval.report import summarize
@@ -203,14 +205,14 @@ class EvalPlusTask:
         return sanitize(text, entrypoint=problem["entry_point"])
 
     def _tests(self, problem_id: str, which: str) -> tuple[dict[str, Any], float]:
-        """The stdio test (payload on stdin) of one task's test set and its sandbox limit; built
-        once and shared by every sample's item."""
+        """The assert test (evalplus's rules and the task's data, run by the sandbox's harness) of
+        one task's test set and its sandbox limit; built once and shared by every sample's item."""
         key = (problem_id, which)
         if key not in self._tests_cache:
             problem, truth = self.evalplus_problems[problem_id], self.expected[problem_id]
             times = [max(self.min_time_limit, self.gt_time_limit_factor * t) for t in truth[f"{which}_time"]]
             budget, limit = task_time_limits(times)
-            payload = build_payload(
+            code = build_tests(
                 entry_point=problem["entry_point"],
                 dataset=self.dataset,
                 inputs=problem[f"{which}_input"],
@@ -219,7 +221,7 @@ class EvalPlusTask:
                 time_limits=times,
                 budget_s=budget,
             )
-            tests = {"format": "stdio", "inputs": [payload], "outputs": [PASS_MARKER + "\n"]}
+            tests = {"format": "assert", "assert_code": code, "entry_point": problem["entry_point"]}
             self._tests_cache[key] = (tests, limit)
         return self._tests_cache[key]
 
@@ -233,7 +235,8 @@ class EvalPlusTask:
         }
         if self.memory_limit_mb is not None:
             spec["memory_limit_mb"] = self.memory_limit_mb
-        return {"program": "code", "response": build_driver(code), "spec": spec}
+        entry = self.evalplus_problems[problem_id]["entry_point"]
+        return {"program": "code", "response": build_program(code, entry), "spec": spec}
 
     def parts(self, problem_id: str, index: int, response: str) -> list[Part]:
         code = self.solution(problem_id, response)
