@@ -4,7 +4,9 @@ spec: ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "time_li
 "memory_limit_mb"?, "extract"?: "last_fence"|"none"|"evalplus", "language"?}``. Extra fields pass
 through untouched. The job runs with ``stop_on_first_failure`` (a binary reward needs no more), so
 ``details.tests`` lists the tests run up to the first failure. A sandbox infrastructure failure comes
-back as ``sandbox_error``: no reward signal, masked by the trainer.
+back as ``sandbox_error`` (re-sent by the client, charged as a failure when it persists); what goes
+wrong while judging what the program produced is that program's verdict, never an infrastructure
+status (``mucode.sandbox.pooled``).
 """
 
 from __future__ import annotations

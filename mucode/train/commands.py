@@ -42,6 +42,7 @@ def train(
     """Run staged μ-GRPO: generate → verify → store → optimize (μ updates) → checkpoint → hand over, per stage."""
     from mucode.cli import resolve_config
     from mucode.train.loop import ResumeError, run_training
+    from mucode.train.verify import VerifierFailureError
 
     cfg = resolve_config(config, _overrides(task, run_dir, overrides))
     from transformers.utils import logging as hf_logging
@@ -54,6 +55,9 @@ def train(
     except (ResumeError, ConfigError) as err:
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
+    except VerifierFailureError as err:  # the verifier failed too often: stop, resumable
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
     if plot:
         from mucode.train.plot import plot_run
 

@@ -89,7 +89,8 @@ def stage_record(stage: int, updates: int, rollout: dict[str, Any], rows: int, t
 
 def stage_line(record: dict[str, Any]) -> str:
     """The printed ``stage K done: …`` line's figures."""
-    keys = ["reward/rollout_mean", "reward/last_updates_mean", "verifier/masked", "time/rollout", "time/verify",
+    keys = ["reward/rollout_mean", "reward/last_updates_mean", "verifier/masked", "verifier/masked_frac",
+            "time/rollout", "time/verify",
             "time/optimize", "time/total"]
     return ", ".join(f"{k}={record[k]:.3f}" if isinstance(record.get(k), float) else f"{k}={record.get(k)}"
                      for k in keys)
