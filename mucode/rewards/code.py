@@ -109,6 +109,10 @@ class CodeReward:
         )
         try:
             outcome = await ctx.sandbox.judge(job)
+        except (RecursionError, MemoryError) as exc:  # only the program's data gets the judge this far
+            status = RewardStatus.memory_limit if isinstance(exc, MemoryError) else RewardStatus.runtime_error
+            return Result(id=item.id, reward=0.0, status=status,
+                          details={"error": f"judging the program's output failed: {type(exc).__name__}"})
         except Exception as exc:  # noqa: BLE001 - a backend failure is infrastructure, never a reward
             return Result.infra_failure(item.id, RewardStatus.sandbox_error,
                                         f"sandbox backend failed: {exc!r}"[:1000])
