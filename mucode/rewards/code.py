@@ -11,13 +11,12 @@ status (``mucode.sandbox.pooled``).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mucode.rewards.extract import EXTRACTORS, extract_code
+from mucode.rewards.extract import EXTRACTORS, extract_code_async
 from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
 from mucode.sandbox.checkers import CHECKERS
 from mucode.sandbox.types import CodeJob, JobResult, TestSpec
@@ -89,12 +88,11 @@ class CodeReward:
 
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         spec = CodeSpec.model_validate(item.spec)
-        # in a worker thread: a long response must not hold the service's event loop
-        program = await asyncio.to_thread(extract_code, item.response, spec.extract,
-                                          spec.tests.entry_point or spec.tests.fn_name)
+        # off the event loop (a thread; evalplus's sanitizer in its own bounded processes)
+        program, why = await extract_code_async(item.response, spec.extract,
+                                                spec.tests.entry_point or spec.tests.fn_name)
         if program is None:
-            return Result(id=item.id, reward=0.0, status=RewardStatus.no_code,
-                          details={"error": f"no code found with extract={spec.extract!r}"})
+            return Result(id=item.id, reward=0.0, status=RewardStatus.no_code, details={"error": why})
         if ctx.sandbox is None:
             return Result.infra_failure(item.id, RewardStatus.verifier_error,
                                         "this verifier was started without a sandbox")
