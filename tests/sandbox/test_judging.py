@@ -10,7 +10,7 @@ import struct
 import time
 
 import pytest
-from sandbox_helpers import GUARD, Handle
+from sandbox_helpers import GUARD, Handle, every_slot_correct
 
 from mucode.sandbox import CodeJob, TestSpec, Verdict
 from mucode.sandbox.client import _decode_inline, _recv_reply
@@ -56,6 +56,7 @@ def test_a_result_too_deep_for_the_host_is_a_wrong_answer(sb: Handle) -> None:
     assert r.verdict is Verdict.wrong_answer, [(t.verdict, t.stderr[-300:]) for t in r.tests]
     ok = sb.judge(_call(CORRECT_CALL, '{"b": null, "a": [1, 2]}'))
     assert ok.verdict is Verdict.correct, [(t.verdict, t.stderr[-300:]) for t in ok.tests]
+    every_slot_correct(sb)
 
 
 def test_a_judge_flood_holds_neither_the_loop_nor_its_neighbours(sb: Handle) -> None:
@@ -91,6 +92,7 @@ def test_a_judge_flood_holds_neither_the_loop_nor_its_neighbours(sb: Handle) -> 
     assert lag < 1.0, f"the event loop stalled for {lag:.2f} s while the judge was flooded"
     ok = sb.judge(_assert("def f():\n    return {1, 2}\n", "assert f() == {1, 2}"))
     assert ok.verdict is Verdict.correct, [(t.verdict, t.stderr[-300:]) for t in ok.tests]
+    every_slot_correct(sb)
 
 
 # ---- the host's own caps, without a sandbox --------------------------------------------------------
