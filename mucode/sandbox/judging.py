@@ -4,11 +4,11 @@ Everything a program produces (a test's reply frame: its stdout, its call result
 reports) is attacker data. Three rules apply where the host reads it:
 
 - **Caps.** A reply frame over ``MAX_FRAME_BYTES`` is not read into a structure: it is the test's
-  ``output_limit``. A structure nested deeper than ``MAX_DEPTH`` is the program's failure (a call
-  result: ``wrong_answer``; a frame that cannot be decoded: ``runtime_error``). A judge that runs out
+  ``output_limit``. A structure nested deeper than the host decodes (about 1000 levels) is the
+  program's failure (a call result: ``wrong_answer``; a frame that cannot be decoded: ``runtime_error``). A judge that runs out
   of memory is the program's ``memory_limit``.
-- **No hashing of attacker data.** :func:`json_equal` decodes JSON objects as lists of pairs and
-  compares them by a canonical (sorted-key) order, so no program-chosen value is ever hashed.
+- **No hashing of attacker data.** :func:`json_equal` decodes JSON objects as sorted lists of pairs
+  (a canonical order) and compares by list equality, so no program-chosen value is ever hashed.
 - **Off the event loop, bounded.** A frame larger than ``INLINE_BYTES`` is decoded and judged in a
   :class:`JudgePool` worker process, under an address-space limit (``memory_mb``) and a CPU limit per
   call (``cpu_s``, enforced by ``RLIMIT_CPU`` and a wall-clock watchdog of the parent); a call that
@@ -18,8 +18,8 @@ reports) is attacker data. Three rules apply where the host reads it:
 A :class:`JudgeFault` carries the program's verdict for a judge that failed on the program's data;
 only a worker that cannot be started at all is an infrastructure failure (``JudgeUnavailable``).
 
-Limits: a worker is a ``spawn``-ed Python process (about 0.5 s to start, done lazily and again
-after each kill); values cross the pipe pickled, so a reply frame is copied once more. Assert
+Limits: a worker is a fresh ``python -c`` process (about 0.5 s to start, done lazily and again
+after each kill; it gets this process's ``sys.path``); values cross the pipe pickled, so a reply frame is copied once more. Assert
 reports are decoded by ``mucode.sandbox.asserts`` (sets and dicts built there do hash their
 values); they are bounded by the worker's limits here, not made linear.
 """
@@ -30,21 +30,21 @@ import asyncio
 import concurrent.futures
 import importlib
 import json
-import multiprocessing
 import multiprocessing.connection
 import os
 import resource
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INLINE_BYTES", "MAX_DEPTH", "MAX_FRAME_BYTES", "JudgeFault", "JudgePool", "JudgeUnavailable",
+__all__ = ["INLINE_BYTES", "MAX_FRAME_BYTES", "JudgeFault", "JudgePool", "JudgeUnavailable",
            "json_equal"]
 
-MAX_DEPTH = 200
-"""Deepest nesting of a program-produced structure the host compares (deeper: not equal)."""
 MAX_FRAME_BYTES = 96 << 20
 """Largest reply frame the host decodes (the executor's 16 MiB output cap, JSON-escaped, fits)."""
 INLINE_BYTES = 8 << 10
@@ -65,71 +65,60 @@ class JudgeUnavailable(RuntimeError):
 
 # ---- canonical JSON equality ---------------------------------------------------------------------
 
-class _Object(list):  # type: ignore[type-arg]
-    """A decoded JSON object: its (key, value) pairs, never a dict (no hashing of its keys)."""
+_OBJECT = ("<json object>",)
+"""Heads a decoded JSON object's pair list; a 1-tuple, which no JSON value decodes to, so an object
+never equals an array (not even ``{}`` and ``[]``)."""
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
-    return _Object(pairs)
-
-
-def _canonical(obj: _Object) -> list[tuple[str, Any]]:
-    """The object's pairs sorted by key, the last of duplicate keys kept (as ``json.loads`` does)."""
-    ordered = sorted(enumerate(obj), key=lambda p: (p[1][0], p[0]))
-    out: list[tuple[str, Any]] = []
-    for _, (key, value) in ordered:
-        if out and out[-1][0] == key:
+def _canonical(pairs: list[tuple[str, Any]]) -> list[Any]:
+    """A JSON object as ``[_OBJECT, (key, value), ...]`` sorted by key, the last of duplicate keys
+    kept (as ``json.loads`` does): compared by list equality, in C, and nothing is hashed."""
+    out: list[Any] = [_OBJECT]
+    for key, value in sorted(pairs, key=_first):  # stable: duplicates stay in their order
+        if len(out) > 1 and out[-1][0] == key:
             out[-1] = (key, value)
         else:
             out.append((key, value))
     return out
 
 
-def _equal(a: Any, b: Any, depth: int) -> bool:
-    if depth > MAX_DEPTH:
-        return False
-    if isinstance(a, _Object) or isinstance(b, _Object):
-        if not (isinstance(a, _Object) and isinstance(b, _Object)):
-            return False
-        ca, cb = _canonical(a), _canonical(b)
-        return len(ca) == len(cb) and all(
-            ka == kb and _equal(va, vb, depth + 1) for (ka, va), (kb, vb) in zip(ca, cb, strict=True))
-    if isinstance(a, list) or isinstance(b, list):
-        if not (isinstance(a, list) and isinstance(b, list)) or len(a) != len(b):
-            return False
-        return all(_equal(x, y, depth + 1) for x, y in zip(a, b, strict=True))
-    return bool(a == b)  # scalars: Python's own equality (1 == 1.0 == true, as json.loads + == gave)
+def _first(pair: tuple[str, Any]) -> str:
+    return pair[0]
 
 
 def loads_pairs(text: str) -> Any:
-    """``text`` decoded with objects as pair lists; raises ValueError (not JSON, too deep, too large)."""
+    """``text`` decoded with objects in canonical form (``_canonical``); raises ValueError when it is
+    not JSON or is nested deeper than the decoder's recursion limit."""
     try:
-        return json.loads(text, object_pairs_hook=_pairs)
+        return json.loads(text, object_pairs_hook=_canonical)
     except RecursionError:
-        raise ValueError(f"nested deeper than this host decodes (limit about {MAX_DEPTH})") from None
+        raise ValueError("nested deeper than this host decodes") from None
 
 
 def json_equal(expected: Any, actual: str) -> bool:
-    """Whether the JSON text ``actual`` equals ``expected`` (a value from :func:`loads_pairs`): lists
-    element by element, objects by sorted keys, scalars by ``==``; a malformed, too deep or too large
-    ``actual`` is not equal. Never hashes a value of ``actual``."""
+    """Whether the JSON text ``actual`` equals ``expected`` (a value from :func:`loads_pairs`): arrays
+    element by element, objects by sorted keys, scalars by ``==`` (so ``1 == 1.0``, as ``json.loads``
+    and ``==`` gave); a malformed or too deep ``actual`` is not equal. Never hashes a value of ``actual``."""
     try:
         value = loads_pairs(actual)
     except ValueError:
         return False
     try:
-        return _equal(expected, value, 0)
+        return bool(expected == value)
     except RecursionError:
         return False
 
 
 # ---- the worker pool -----------------------------------------------------------------------------
 
-def _worker(conn: multiprocessing.connection.Connection, memory_mb: int) -> None:
-    """A judge worker: runs ``module.fn(*args)`` per request under the CPU limit it is given."""
+def _serve(fd: int, memory_mb: int) -> None:
+    """A judge worker's main (``python -c``): runs ``module.fn(*args)`` per request on the pipe ``fd``
+    under the CPU limit it is given, after saying it is ready."""
+    conn = multiprocessing.connection.Connection(fd)
     if memory_mb > 0:
         limit = memory_mb << 20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    conn.send(("ready", None))
     while True:
         try:
             module, fn, args, cpu_s = conn.recv()
@@ -161,7 +150,7 @@ class _Worker:
 
     def kill(self) -> None:
         self.process.kill()
-        self.process.join(5)
+        self.process.wait(5)
         self.conn.close()
 
 
@@ -169,7 +158,7 @@ class JudgePool:
     """``size`` judge processes, started on first use; ``await pool.call(module, fn, *args)``.
 
     ``fn`` (a module-level function, looked up by name in the worker) returns a picklable value or
-    raises ``JudgeFault``. A call past ``cpu_s`` of CPU (or ``4 * cpu_s + 5`` s of wall clock) raises
+    raises ``JudgeFault``. A call past ``cpu_s`` of CPU (or ``2 * cpu_s + 5`` s of wall clock) raises
     ``JudgeFault("time_limit")`` and its worker is replaced; a worker that dies mid-call (out of
     memory) raises ``JudgeFault("memory_limit")``. The pool's threads are its own, never the event
     loop's default executor, so a judge never waits behind other work (or the other way round)."""
@@ -186,28 +175,43 @@ class JudgePool:
         self.kills = 0
 
     def _spawn(self) -> _Worker:
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        process = ctx.Process(target=_worker, args=(child, self.memory_mb), name="mucode-judge", daemon=True)
+        """A fresh worker: a plain ``python -c`` (not multiprocessing's spawn, which re-imports the
+        caller's ``__main__``), on a socket pair, ready when it says so. A worker that cannot start
+        is infrastructure (``JudgeUnavailable``), never a program's verdict."""
+        parent_sock, child_sock = socket.socketpair()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        code = f"from mucode.sandbox.judging import _serve; _serve({child_sock.fileno()}, {int(self.memory_mb)})"
         try:
-            process.start()
+            process = subprocess.Popen([sys.executable, "-c", code], env=env,
+                                       pass_fds=(child_sock.fileno(),), stdin=subprocess.DEVNULL)
         except OSError as exc:
+            parent_sock.close()
             raise JudgeUnavailable(f"cannot start a judge worker: {exc}") from exc
-        child.close()
-        return _Worker(process, parent)
+        finally:
+            child_sock.close()
+        conn = multiprocessing.connection.Connection(parent_sock.detach())
+        worker = _Worker(process, conn)
+        try:
+            ready = conn.poll(60) and conn.recv() == ("ready", None)
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            worker.kill()
+            raise JudgeUnavailable(f"a judge worker did not start (exit {process.poll()}); see its stderr")
+        return worker
 
     def _take(self) -> _Worker:
         with self._lock:
             while self._idle:
                 worker = self._idle.pop()
-                if worker.process.is_alive():
+                if worker.process.poll() is None:
                     return worker
                 worker.kill()
         return self._spawn()
 
     def _call_blocking(self, module: str, fn: str, args: tuple[Any, ...]) -> Any:
         worker = self._take()
-        deadline = 4 * self.cpu_s + 5
+        deadline = 2 * self.cpu_s + 5
         start = time.monotonic()
         try:
             worker.conn.send((module, fn, args, self.cpu_s))
@@ -218,7 +222,7 @@ class JudgePool:
         if reply is None or reply[0] == "dead":
             worker.kill()
             self.kills += 1
-            code = worker.process.exitcode
+            code = worker.process.returncode
             if reply is None or code == -signal.SIGXCPU:  # the watchdog, or RLIMIT_CPU
                 raise JudgeFault("time_limit", f"judging the program's output ran past its limit of {self.cpu_s:g} s")
             raise JudgeFault("memory_limit", f"the judge died judging the program's output (exit {code}): "

@@ -67,7 +67,7 @@ def build_request(job: CodeJob, plan: AssertPlan | None = None) -> dict[str, Any
 
 def call_results_equal(expected: str, actual: str, checker: str) -> bool:
     """call format: the return value's JSON equals the expected JSON (``judging.json_equal``: objects
-    by sorted keys, nothing hashed, too deep is not equal); falls back to the checker on the raw
+    by sorted keys, nothing hashed, too deep to decode is not equal); falls back to the checker on the raw
     strings when the expected output is not JSON."""
     try:
         exp = loads_pairs(expected)
@@ -147,11 +147,11 @@ class PooledBackend:
                  judge: JudgePool | None = None) -> None:
         """``reply_slack_s``: how long past a test's wall-clock limit (or a compile step's, up to
         60 s) the executor may take to answer before it counts as hung (``sandbox_error``).
-        ``judge``: the worker pool for large replies (default: ``min(4, CPUs)`` workers, 10 s of CPU
-        and 2 GiB each)."""
+        ``judge``: the worker pool for large replies (default: ``min(4, CPUs)`` workers, 20 s of CPU
+        and 2 GiB per call; its 45 s watchdog stays inside the executor's reply deadline)."""
         self.acquire_timeout_s = acquire_timeout_s
         self.reply_slack_s = reply_slack_s
-        self.judge_pool = judge if judge is not None else JudgePool(min(4, cpu_count()))
+        self.judge_pool = judge if judge is not None else JudgePool(min(4, cpu_count()), cpu_s=20.0)
         self._pool: SlotPool | None = None
         self._monitor: asyncio.Task[None] | None = None
         """Background health watcher of the pool (subclasses start it)."""
