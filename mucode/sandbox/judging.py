@@ -22,7 +22,7 @@ Cost: decoding objects through ``object_pairs_hook`` is slower than plain ``json
 result of 100k small objects (2.8 MB) about 6x (0.35 s → 2.3 s on a loaded 2-core host); on arrays
 the same (1.0x). It is paid in a worker, within its CPU limit.
 
-Limits: a worker is a fresh ``python -c`` process (about 0.5 s to start, done lazily and again
+Limits: a worker is a fresh ``python -c`` process (0.5–1.5 s to start, measured; done lazily and again
 after each kill; it gets this process's ``sys.path``); values cross the pipe pickled, so a reply frame is copied once more. Assert
 reports are decoded by ``mucode.sandbox.asserts`` (sets and dicts built there do hash their
 values); they are bounded by the worker's limits here, not made linear.
