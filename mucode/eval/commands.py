@@ -1,9 +1,9 @@
 """`mucode eval <benchmark>`: one command per registered benchmark kind, all with one body.
 
 The commands come from the benchmark registry (`mucode.eval.benchmarks`: `livecodebench`, `math`,
-`evalplus`, and plug-ins): each has the shared options (`mucode.eval.cli_options`) plus its kind's
+`evalplus`, and plug-ins): each has the shared options (`mucode.cli.eval_options`) plus its kind's
 own, and runs the same body: check, resolve the protocol, let the kind plan a job
-(`mucode.eval.cli_runs`), run it. Settings come from a named protocol (`--protocol`; default: the
+(`mucode.cli.eval_jobs`), run it. Settings come from a named protocol (`--protocol`; default: the
 kind's default protocol in the registry, the same one training-time evaluation uses);
 `--temperature`, `--top-p`, `--max-tokens`, `-n`, `--prompt-style`, `--release` override single
 fields. Responses come from a rollout engine (`--engine hf|vllm --model PATH`) or from a samples file
@@ -14,7 +14,7 @@ table goes to stdout, progress to stderr, the JSON report (with a `meta` entry: 
 prompt, protocol, data revision, mucode version, date) to `--output`, the table to `--markdown`,
 upstream-format files to `--upstream-dir`. The in-process verifier's sandbox backend defaults to
 `docker` for every command. Mistakes are one line on stderr with exit code 2
-(`mucode.eval.cli_support`).
+(`mucode.cli.errors`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 import typer
 
 from mucode.cli import OneLineUsageErrors
-from mucode.eval.cli_support import check_partial, fail, run_guarded, say
+from mucode.cli.errors import check_partial, fail, run_guarded, say
 
 __all__ = ["Common", "benchmark_command", "register", "resolve_protocol"]
 
@@ -148,7 +148,7 @@ _COMMON_FIELDS = tuple(f.name for f in dataclasses.fields(Common))
 
 def benchmark_command(bench: Any) -> Callable[..., None]:
     """The `mucode eval NAME` command of a registered benchmark: shared options + the kind's own, one body."""
-    from mucode.eval.cli_options import shared_head, shared_tail
+    from mucode.cli.eval_options import shared_head, shared_tail
 
     assert bench.cli_options is not None and bench.cli_prepare is not None
     parameters = [*shared_head(bench.context_option), *bench.cli_options(), *shared_tail()]
@@ -161,7 +161,7 @@ def benchmark_command(bench: Any) -> Callable[..., None]:
         limit, n = options.pop("limit"), options.pop("samples_per_problem")
 
         def body() -> None:
-            from mucode.eval.cli_runs import run_job
+            from mucode.cli.eval_jobs import run_job
 
             common.check()
             chosen = resolve_protocol(bench.name, protocol, context, **sampling)

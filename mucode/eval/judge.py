@@ -28,7 +28,7 @@ from typing import Any
 
 from mucode.eval.store import RunStore, item_sha
 from mucode.verifier.client import Scored
-from mucode.verifier.protocol import Item
+from mucode.protocol import Item
 from mucode.verifier.session import VerifierSession
 
 __all__ = [
@@ -198,8 +198,12 @@ class StreamingJudge:
         self._sent += len(fresh)
         for start in range(0, len(fresh), self.settings.chunk_size):
             chunk = fresh[start : start + self.settings.chunk_size]
-            items = [Item.model_validate({**(part.item or {}), "id": f"{part.problem_id}#{part.index}#{part.part}"})
-                     for part, _ in chunk]
+            items = [
+                Item.model_validate(
+                    {**(part.item or {}), "id": f"{part.problem_id}#{part.index}#{part.part}"}
+                )
+                for part, _ in chunk
+            ]
             self._futures.append(session.submit(items, functools.partial(self._record, chunk)))
 
     def finish(self) -> dict[tuple[str, int, str], dict[str, Any]]:
@@ -225,18 +229,29 @@ class StreamingJudge:
         if self._session is None:
             urls = self._stack.enter_context(verifier_base_urls(self.settings, programs))
             s = self.settings
-            self._session = VerifierSession(urls, name="mucode-eval-judge", token=s.token, timeout_s=s.timeout_s,
-                                            retries=s.retries, max_concurrency=s.max_concurrency,
-                                            batch_size=s.batch_size)
+            self._session = VerifierSession(
+                urls,
+                name="mucode-eval-judge",
+                token=s.token,
+                timeout_s=s.timeout_s,
+                retries=s.retries,
+                max_concurrency=s.max_concurrency,
+                batch_size=s.batch_size,
+            )
         return self._session
 
     def _record(self, chunk: list[tuple[Part, str]], scored: Scored) -> None:
         """Stores one chunk's verdicts (on the session's thread, as soon as they come back)."""
         rows = []
         for (part, sha), result in zip(chunk, scored.results, strict=True):
-            row: dict[str, Any] = {"id": part.problem_id, "index": part.index, "part": part.part, "sha": sha,
-                                   "reward": 0.0 if result.infra else float(result.reward),  # charged
-                                   "status": result.status.value}
+            row: dict[str, Any] = {
+                "id": part.problem_id,
+                "index": part.index,
+                "part": part.part,
+                "sha": sha,
+                "reward": 0.0 if result.infra else float(result.reward),  # charged
+                "status": result.status.value,
+            }
             head = _last_stdout_head(result.details)
             if head:
                 row["stdout_head"] = head

@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mucode.rewards.extract import EXTRACTORS, extract_code_async
-from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.protocol import Status
+from mucode.rewards.types import Item, Result, RewardContext
 from mucode.sandbox.checkers import CHECKERS
 from mucode.sandbox.types import CodeJob, JobResult, TestSpec
 
@@ -33,11 +34,17 @@ class TestsSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["stdio", "call", "assert"] = Field(description="How the tests run the program.")
-    inputs: list[str] = Field(default_factory=list, description="stdio: stdin per test; call: JSON args, one per line.")
-    outputs: list[str] = Field(default_factory=list, description="Expected stdout (stdio) or JSON return value (call).")
+    inputs: list[str] = Field(
+        default_factory=list, description="stdio: stdin per test; call: JSON args, one per line."
+    )
+    outputs: list[str] = Field(
+        default_factory=list, description="Expected stdout (stdio) or JSON return value (call)."
+    )
     fn_name: str | None = Field(default=None, description="call: the function or Solution method to call.")
     assert_code: str | None = Field(default=None, description="assert: test code run after the program.")
-    entry_point: str | None = Field(default=None, description="assert: the function the tests call (optional).")
+    entry_point: str | None = Field(
+        default=None, description="assert: the function the tests call (optional)."
+    )
 
     @model_validator(mode="after")
     def _check_format(self) -> TestsSpec:
@@ -89,13 +96,15 @@ class CodeReward:
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         spec = CodeSpec.model_validate(item.spec)
         # off the event loop (a thread; evalplus's sanitizer in its own bounded processes)
-        program, why = await extract_code_async(item.response, spec.extract,
-                                                spec.tests.entry_point or spec.tests.fn_name)
+        program, why = await extract_code_async(
+            item.response, spec.extract, spec.tests.entry_point or spec.tests.fn_name
+        )
         if program is None:
-            return Result(id=item.id, reward=0.0, status=RewardStatus.no_code, details={"error": why})
+            return Result(id=item.id, reward=0.0, status=Status.no_code, details={"error": why})
         if ctx.sandbox is None:
-            return Result.infra_failure(item.id, RewardStatus.verifier_error,
-                                        "this verifier was started without a sandbox")
+            return Result.infra_failure(
+                item.id, Status.verifier_error, "this verifier was started without a sandbox"
+            )
         job = CodeJob(
             program=program,
             tests=TestSpec(**spec.tests.model_dump()),
@@ -108,28 +117,37 @@ class CodeReward:
         try:
             outcome = await ctx.sandbox.judge(job)
         except (RecursionError, MemoryError) as exc:  # only the program's data gets the judge this far
-            status = RewardStatus.memory_limit if isinstance(exc, MemoryError) else RewardStatus.runtime_error
-            return Result(id=item.id, reward=0.0, status=status,
-                          details={"error": f"judging the program's output failed: {type(exc).__name__}"})
+            status = Status.memory_limit if isinstance(exc, MemoryError) else Status.runtime_error
+            return Result(
+                id=item.id,
+                reward=0.0,
+                status=status,
+                details={"error": f"judging the program's output failed: {type(exc).__name__}"},
+            )
         except Exception as exc:  # noqa: BLE001 - a backend failure is infrastructure, never a reward
-            return Result.infra_failure(item.id, RewardStatus.sandbox_error,
-                                        f"sandbox backend failed: {exc!r}"[:1000])
+            return Result.infra_failure(
+                item.id, Status.sandbox_error, f"sandbox backend failed: {exc!r}"[:1000]
+            )
         return _to_result(item.id, outcome)
 
 
 def _to_result(item_id: str | None, outcome: JobResult) -> Result:
-    status = RewardStatus(outcome.verdict)  # the sandbox's Verdict is the same enum
+    status = Status(outcome.verdict)  # the sandbox's Status is the same enum
     details: dict[str, Any] = {
         "wall_s": round(outcome.wall_s, 6),
         "tests": [_test_details(t) for t in outcome.tests],
     }
     if outcome.error:
         details["error"] = outcome.error
-    return Result(id=item_id, reward=1.0 if status is RewardStatus.correct else 0.0, status=status, details=details)
+    return Result(id=item_id, reward=1.0 if status is Status.correct else 0.0, status=status, details=details)
 
 
 def _test_details(test: Any) -> dict[str, Any]:
-    d = dataclasses.asdict(test) if dataclasses.is_dataclass(test) and not isinstance(test, type) else dict(test)
+    d = (
+        dataclasses.asdict(test)
+        if dataclasses.is_dataclass(test) and not isinstance(test, type)
+        else dict(test)
+    )
     d["verdict"] = str(getattr(test.verdict, "value", test.verdict))
     for key in ("stdout", "stderr"):  # keep results small: the head of each stream is enough to debug
         if isinstance(d.get(key), str) and len(d[key]) > 2000:

@@ -33,8 +33,15 @@ from dataclasses import dataclass
 from mucode.registry import Registry
 from mucode.sandbox.judging import JudgeFault, JudgePool
 
-__all__ = ["EXTRACTORS", "MAX_RESPONSE_CHARS", "MAX_SANITIZE_LINES", "Extractor", "extract_code",
-           "extract_code_async", "scan_fences"]
+__all__ = [
+    "EXTRACTORS",
+    "MAX_RESPONSE_CHARS",
+    "MAX_SANITIZE_LINES",
+    "Extractor",
+    "extract_code",
+    "extract_code_async",
+    "scan_fences",
+]
 
 MAX_RESPONSE_CHARS = 4 * 1024 * 1024
 """Responses longer than this hold no code, whatever the extractor."""
@@ -159,8 +166,9 @@ def _sanitizer_pool() -> JudgePool:
         return _sanitizer
 
 
-async def extract_code_async(response: str, method: str = "last_fence",
-                             entry_point: str | None = None) -> tuple[str | None, str]:
+async def extract_code_async(
+    response: str, method: str = "last_fence", entry_point: str | None = None
+) -> tuple[str | None, str]:
     """``extract_code`` off the event loop, and why there is no code ("" when there is): the linear
     extractors in a worker thread, ``evalplus`` in the sanitizer's own bounded processes."""
     if method != "evalplus":

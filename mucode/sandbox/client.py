@@ -60,8 +60,14 @@ async def _recv(reader: asyncio.StreamReader) -> Frame:
 
 def program_fault(status: str, message: str) -> Frame:
     """A test frame for a reply the host refused or could not decode because of the program's data."""
-    return {"ev": "test", "status": status, "stdout": "", "stderr": message, "message": message,
-            "limit_hit": "output" if status == "output_limit" else None}
+    return {
+        "ev": "test",
+        "status": status,
+        "stdout": "",
+        "stderr": message,
+        "message": message,
+        "limit_hit": "output" if status == "output_limit" else None,
+    }
 
 
 def decode_inline(body: bytes) -> Frame:
@@ -69,7 +75,9 @@ def decode_inline(body: bytes) -> Frame:
     try:
         return decode_body(body)
     except RecursionError:
-        return program_fault("runtime_error", "the program's output is nested too deeply for the host to decode")
+        return program_fault(
+            "runtime_error", "the program's output is nested too deeply for the host to decode"
+        )
     except MemoryError:
         return program_fault("memory_limit", "the program's output does not fit the host's memory")
 
@@ -87,8 +95,10 @@ async def _recv_reply(reader: asyncio.StreamReader, decode: Decode) -> Frame:
             left = length
             while left:  # drain it: the stream stays in step and nothing is decoded
                 left -= len(await reader.readexactly(min(left, 1 << 20)))
-            return program_fault("output_limit", f"the test's reply of {length} bytes is over the host's cap of "
-                                                 f"{MAX_FRAME_BYTES} bytes")
+            return program_fault(
+                "output_limit",
+                f"the test's reply of {length} bytes is over the host's cap of {MAX_FRAME_BYTES} bytes",
+            )
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError:
         raise ExecutorError("executor closed the connection mid-job") from None
@@ -118,7 +128,8 @@ class Endpoint:
         """The executor's health reply (raises ExecutorError when it does not answer)."""
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(ctl_path_for(self.socket_path))), timeout_s)
+                asyncio.open_unix_connection(str(ctl_path_for(self.socket_path))), timeout_s
+            )
         except (OSError, asyncio.TimeoutError) as exc:
             raise ExecutorError(f"{self.name}: health socket unreachable: {exc!r}") from exc
         try:
@@ -139,8 +150,13 @@ class Endpoint:
             await asyncio.sleep(0.5)
             return await self.ping(timeout_s)
 
-    async def run(self, request: Frame, keep_going: Callable[[Frame], bool],
-                  timeout_s: float, decode: Decode = _decode_inline) -> list[Frame]:
+    async def run(
+        self,
+        request: Frame,
+        keep_going: Callable[[Frame], bool],
+        timeout_s: float,
+        decode: Decode = _decode_inline,
+    ) -> list[Frame]:
         """Run one job; ``keep_going(test_frame)`` decides whether the next test runs. ``decode``
         turns each reply's body into a frame (default: on the loop, fine for small replies).
         Returns the test frames received (a test frame without an ``index`` gets its position).
@@ -150,7 +166,8 @@ class Endpoint:
             n_tests = 1
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(self.socket_path), limit=1 << 20), 10.0)
+                asyncio.open_unix_connection(str(self.socket_path), limit=1 << 20), 10.0
+            )
         except (OSError, asyncio.TimeoutError) as exc:
             raise ExecutorError(f"{self.name}: job socket unreachable: {exc!r}") from exc
         frames: list[Frame] = []
@@ -211,16 +228,21 @@ class SlotPool:
 
     async def acquire(self, timeout_s: float) -> Endpoint:
         def pick() -> Endpoint | None:
-            best = max((e for e in self.endpoints.values() if e.alive and e.free > 0),
-                       key=lambda e: e.free, default=None)
+            best = max(
+                (e for e in self.endpoints.values() if e.alive and e.free > 0),
+                key=lambda e: e.free,
+                default=None,
+            )
             return best
 
         async with self._cond:
             try:
                 await asyncio.wait_for(self._cond.wait_for(lambda: pick() is not None), timeout_s)
             except asyncio.TimeoutError:
-                raise NoSandbox(f"no sandbox slot became free within {timeout_s:.0f} s "
-                                f"({len(self.endpoints)} executors known)") from None
+                raise NoSandbox(
+                    f"no sandbox slot became free within {timeout_s:.0f} s "
+                    f"({len(self.endpoints)} executors known)"
+                ) from None
             ep = pick()
             assert ep is not None
             ep.free -= 1

@@ -47,8 +47,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INLINE_BYTES", "MAX_FRAME_BYTES", "JudgeFault", "JudgePool", "JudgeUnavailable",
-           "json_equal"]
+__all__ = ["INLINE_BYTES", "MAX_FRAME_BYTES", "JudgeFault", "JudgePool", "JudgeUnavailable", "json_equal"]
 
 MAX_FRAME_BYTES = 96 << 20
 """Largest reply frame the host decodes (the executor's 16 MiB output cap, JSON-escaped, fits)."""
@@ -121,6 +120,7 @@ def json_equal(expected: Any, actual: str) -> bool:
 
 # ---- the worker pool -----------------------------------------------------------------------------
 
+
 def _serve(fd: int, memory_mb: int) -> None:
     """A judge worker's main (``python -c``): runs ``module.fn(*args)`` per request on the pipe ``fd``
     under the CPU limit it is given, after saying it is ready."""
@@ -189,12 +189,21 @@ class JudgePool:
         caller's ``__main__``), on a socket pair, ready when it says so. A worker that cannot start
         is infrastructure (``JudgeUnavailable``), never a program's verdict."""
         parent_sock, child_sock = socket.socketpair()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-               "PYTHONHASHSEED": "random"}  # str hashes keyed by a secret of this worker
-        code = f"from mucode.sandbox.judging import _serve; _serve({child_sock.fileno()}, {int(self.memory_mb)})"
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+            "PYTHONHASHSEED": "random",
+        }  # str hashes keyed by a secret of this worker
+        code = (
+            f"from mucode.sandbox.judging import _serve; _serve({child_sock.fileno()}, {int(self.memory_mb)})"
+        )
         try:
-            process = subprocess.Popen([sys.executable, "-c", code], env=env,
-                                       pass_fds=(child_sock.fileno(),), stdin=subprocess.DEVNULL)
+            process = subprocess.Popen(
+                [sys.executable, "-c", code],
+                env=env,
+                pass_fds=(child_sock.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
         except OSError as exc:
             parent_sock.close()
             raise JudgeUnavailable(f"cannot start a judge worker: {exc}") from exc
@@ -235,9 +244,13 @@ class JudgePool:
             self.kills += 1
             code = worker.process.returncode
             if reply is None or code == -signal.SIGXCPU:  # the watchdog, or RLIMIT_CPU
-                raise JudgeFault("time_limit", f"judging the program's output ran past its limit of {self.cpu_s:g} s")
-            raise JudgeFault("memory_limit", f"the judge died judging the program's output (exit {code}): "
-                                             f"over its {self.memory_mb} MiB?")
+                raise JudgeFault(
+                    "time_limit", f"judging the program's output ran past its limit of {self.cpu_s:g} s"
+                )
+            raise JudgeFault(
+                "memory_limit",
+                f"the judge died judging the program's output (exit {code}): over its {self.memory_mb} MiB?",
+            )
         with self._lock:
             self._idle.append(worker)
         kind, value = reply

@@ -28,8 +28,9 @@ from mucode.sandbox.asserts import AssertPlan
 from mucode.sandbox.checkers import check
 from mucode.sandbox.client import Decode, Endpoint, ExecutorError, ExecutorRejected, SlotPool, decode_inline
 from mucode.sandbox.judging import INLINE_BYTES, JudgeFault, JudgePool, cpu_count, json_equal, loads_pairs
-from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome, Verdict
-from mucode.verifier.protocol import SANDBOX_VERDICTS
+from mucode.protocol import Status
+from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
+from mucode.protocol import SANDBOX_VERDICTS
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +58,15 @@ def build_request(job: CodeJob, plan: AssertPlan | None = None) -> dict[str, Any
     if not job.time_limit_s > 0 or job.memory_limit_mb < 16:
         raise ValueError("time_limit_s must be > 0 and memory_limit_mb >= 16")
     return {
-        "op": "run", "language": job.language, "mode": t.format, "program": job.program,
-        "inputs": inputs, "fn_name": t.fn_name,
+        "op": "run",
+        "language": job.language,
+        "mode": t.format,
+        "program": job.program,
+        "inputs": inputs,
+        "fn_name": t.fn_name,
         "assert_code": plan.source if plan is not None else t.assert_code,
-        "entry_point": None if plan is not None else t.entry_point, "time_limit_s": job.time_limit_s,
+        "entry_point": None if plan is not None else t.entry_point,
+        "time_limit_s": job.time_limit_s,
         "memory_limit_mb": job.memory_limit_mb,
     }
 
@@ -76,18 +82,31 @@ def call_results_equal(expected: str, actual: str, checker: str) -> bool:
     return json_equal(exp, actual)
 
 
-def to_outcome(frame: dict[str, Any], verdict: Verdict) -> TestOutcome:
+def to_outcome(frame: dict[str, Any], verdict: Status) -> TestOutcome:
     return TestOutcome(
-        verdict=verdict, stdout=frame.get("stdout", ""), stderr=frame.get("stderr", ""),
-        truncated=bool(frame.get("truncated")), exit_code=frame.get("exit_code"),
-        signal=frame.get("signal"), wall_s=float(frame.get("wall_s", 0.0)),
-        cpu_s=float(frame.get("cpu_s", 0.0)), peak_memory_mb=float(frame.get("peak_memory_mb", 0.0)),
+        verdict=verdict,
+        stdout=frame.get("stdout", ""),
+        stderr=frame.get("stderr", ""),
+        truncated=bool(frame.get("truncated")),
+        exit_code=frame.get("exit_code"),
+        signal=frame.get("signal"),
+        wall_s=float(frame.get("wall_s", 0.0)),
+        cpu_s=float(frame.get("cpu_s", 0.0)),
+        peak_memory_mb=float(frame.get("peak_memory_mb", 0.0)),
         limit_hit=frame.get("limit_hit"),
     )
 
 
-_PROGRAM_DATA_ERRORS = (RecursionError, ValueError, TypeError, OverflowError, KeyError, IndexError,
-                        UnicodeError, ArithmeticError)
+_PROGRAM_DATA_ERRORS = (
+    RecursionError,
+    ValueError,
+    TypeError,
+    OverflowError,
+    KeyError,
+    IndexError,
+    UnicodeError,
+    ArithmeticError,
+)
 
 
 def judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None = None) -> TestOutcome:
@@ -97,13 +116,14 @@ def judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None = N
     try:
         return _judge_frame(job, frame, plan)
     except MemoryError:
-        return _fault_outcome(frame, Verdict.memory_limit, "judging the program's output ran out of memory")
+        return _fault_outcome(frame, Status.memory_limit, "judging the program's output ran out of memory")
     except _PROGRAM_DATA_ERRORS as exc:
-        return _fault_outcome(frame, Verdict.wrong_answer, f"the program's output could not be judged: "
-                                                           f"{type(exc).__name__}")
+        return _fault_outcome(
+            frame, Status.wrong_answer, f"the program's output could not be judged: {type(exc).__name__}"
+        )
 
 
-def _fault_outcome(frame: dict[str, Any], verdict: Verdict, why: str) -> TestOutcome:
+def _fault_outcome(frame: dict[str, Any], verdict: Status, why: str) -> TestOutcome:
     return to_outcome({**frame, "stdout": "", "stderr": why}, verdict)
 
 
@@ -123,19 +143,22 @@ def _judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None) -
     if t.format == "assert" and plan is not None and status in ("ok", "runtime_error"):
         why = asserts.judge(plan, frame.get("asserts"))  # a wrong value decides, whatever came next
         if why is not None and (status == "ok" or not why.startswith("missing:")):
-            return to_outcome({**frame, "stderr": f"{frame.get('stderr', '')}\n{why}"}, Verdict.wrong_answer)
+            return to_outcome({**frame, "stderr": f"{frame.get('stderr', '')}\n{why}"}, Status.wrong_answer)
     if t.format == "assert" and status == "runtime_error" and frame.get("exception") == "AssertionError":
-        return to_outcome(frame, Verdict.wrong_answer)  # a failed assertion is a wrong answer
+        return to_outcome(frame, Status.wrong_answer)  # a failed assertion is a wrong answer
     if status != "ok":
-        return to_outcome(frame, _STATUS_TO_VERDICT.get(str(status), Verdict.sandbox_error))
+        return to_outcome(frame, _STATUS_TO_VERDICT.get(str(status), Status.sandbox_error))
     if t.format == "assert":
         ok = plan is not None
     else:
         expected = t.outputs[int(frame["index"])]
         actual = frame.get("stdout", "")
-        ok = (call_results_equal(expected, actual, job.checker) if t.format == "call"
-              else check(job.checker, expected, actual))
-    return to_outcome(frame, Verdict.correct if ok else Verdict.wrong_answer)
+        ok = (
+            call_results_equal(expected, actual, job.checker)
+            if t.format == "call"
+            else check(job.checker, expected, actual)
+        )
+    return to_outcome(frame, Status.correct if ok else Status.wrong_answer)
 
 
 class PooledBackend:
@@ -143,8 +166,9 @@ class PooledBackend:
 
     name = "pooled"
 
-    def __init__(self, *, acquire_timeout_s: float = 600.0, reply_slack_s: float = 90.0,
-                 judge: JudgePool | None = None) -> None:
+    def __init__(
+        self, *, acquire_timeout_s: float = 600.0, reply_slack_s: float = 90.0, judge: JudgePool | None = None
+    ) -> None:
         """``reply_slack_s``: how long past a test's wall-clock limit (or a compile step's, up to
         60 s) the executor may take to answer before it counts as hung (``sandbox_error``).
         ``judge``: the worker pool for large replies (default: ``min(4, CPUs)`` workers, 20 s of CPU
@@ -201,9 +225,14 @@ class PooledBackend:
                 return await self.judge_pool.call(__name__, "judge_body", job, plan, body)  # type: ignore[no-any-return]
             except JudgeFault as fault:
                 status = fault.status if fault.status in _STATUS_TO_VERDICT else "runtime_error"
-                frame: dict[str, Any] = {"ev": "test", "status": status, "stdout": "", "stderr": str(fault),
-                                         "message": str(fault),
-                                         "limit_hit": {"time_limit": "cpu_time", "memory_limit": "memory"}.get(status)}
+                frame: dict[str, Any] = {
+                    "ev": "test",
+                    "status": status,
+                    "stdout": "",
+                    "stderr": str(fault),
+                    "message": str(fault),
+                    "limit_hit": {"time_limit": "cpu_time", "memory_limit": "memory"}.get(status),
+                }
                 if job is not None:
                     frame["_outcome"] = to_outcome(frame, _STATUS_TO_VERDICT[status])
                 return frame
@@ -227,12 +256,15 @@ class PooledBackend:
         except ExecutorError as exc:
             return str(exc)
         if not info.get("ok") and info.get("tampered", True):
-            return (f"executor reports leftover processes {info.get('leftover_processes')} or writable "
-                    f"shared dirs {info.get('writable_shared_dirs')} or broken slots {info.get('broken_slots')}")
+            return (
+                f"executor reports leftover processes {info.get('leftover_processes')} or writable "
+                f"shared dirs {info.get('writable_shared_dirs')} or broken slots {info.get('broken_slots')}"
+            )
         return None
 
-    async def _run(self, request: dict[str, Any], keep_going: Any, time_limit_s: float,
-                   decode: Decode | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    async def _run(
+        self, request: dict[str, Any], keep_going: Any, time_limit_s: float, decode: Decode | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
         """Run on a free slot. An executor that fails mid-job (a handler or slot past its deadline
         is killed by the executor, which closes the connection) is reported to the backend, which
         replaces what is broken, and the job runs once more on a fresh slot."""
@@ -243,13 +275,19 @@ class PooledBackend:
             except ExecutorError as exc:
                 return [], str(exc)
             try:
-                frames = await ep.run(request, keep_going, timeout_s=2 * time_limit_s + self.reply_slack_s,
-                                      decode=decode or self._decoder(None, None))
+                frames = await ep.run(
+                    request,
+                    keep_going,
+                    timeout_s=2 * time_limit_s + self.reply_slack_s,
+                    decode=decode or self._decoder(None, None),
+                )
                 return frames, None
             except ExecutorRejected as exc:
                 raise ValueError(f"the sandbox rejected the job: {exc}") from None
             except ExecutorError as exc:
-                logger.warning("sandbox executor %s failed mid-job (attempt %d): %s", ep.name, attempt + 1, exc)
+                logger.warning(
+                    "sandbox executor %s failed mid-job (attempt %d): %s", ep.name, attempt + 1, exc
+                )
                 error = str(exc)
                 await self._executor_failed(ep, exc)
             finally:
@@ -258,7 +296,11 @@ class PooledBackend:
 
     async def judge(self, job: CodeJob) -> JobResult:
         start = time.monotonic()
-        plan = asserts.prepare(job.tests.assert_code, job.tests.entry_point) if job.tests.format == "assert" else None
+        plan = (
+            asserts.prepare(job.tests.assert_code, job.tests.entry_point)
+            if job.tests.format == "assert"
+            else None
+        )
         request = build_request(job, plan)
         outcomes: list[TestOutcome] = []
 
@@ -267,37 +309,52 @@ class PooledBackend:
                 outcomes.clear()  # a re-run on a fresh slot starts over
             outcome = judge_frame(job, frame, plan)
             outcomes.append(outcome)
-            return outcome.verdict is Verdict.correct or not job.stop_on_first_failure
+            return outcome.verdict is Status.correct or not job.stop_on_first_failure
 
         frames, error = await self._run(request, keep_going, job.time_limit_s, self._decoder(job, plan))
-        for frame in frames[len(outcomes):]:  # the last frame is not passed to keep_going
+        for frame in frames[len(outcomes) :]:  # the last frame is not passed to keep_going
             outcomes.append(judge_frame(job, frame, plan))
         wall = time.monotonic() - start
         if error is not None:
-            return JobResult(Verdict.sandbox_error, outcomes, wall, error=error)
-        bad = [o for o in outcomes if o.verdict is not Verdict.correct]
+            return JobResult(Status.sandbox_error, outcomes, wall, error=error)
+        bad = [o for o in outcomes if o.verdict is not Status.correct]
         infra = [f for f in frames if f.get("status") == "sandbox_error"]
         if infra:
-            return JobResult(Verdict.sandbox_error, outcomes, wall, error=str(infra[0].get("message")))
+            return JobResult(Status.sandbox_error, outcomes, wall, error=str(infra[0].get("message")))
         expected_tests = 1 if job.tests.format == "assert" else len(job.tests.inputs)
         if not bad and len(outcomes) != expected_tests:
-            return JobResult(Verdict.sandbox_error, outcomes, wall,
-                             error=f"executor ran {len(outcomes)} of {expected_tests} tests")
-        return JobResult(bad[0].verdict if bad else Verdict.correct, outcomes, wall)
+            return JobResult(
+                Status.sandbox_error,
+                outcomes,
+                wall,
+                error=f"executor ran {len(outcomes)} of {expected_tests} tests",
+            )
+        return JobResult(bad[0].verdict if bad else Status.correct, outcomes, wall)
 
     async def run_raw(self, run: RawRun) -> TestOutcome:
-        request = {"op": "run", "language": run.language, "mode": "stdio", "program": run.program,
-                   "inputs": [run.stdin], "time_limit_s": run.time_limit_s,
-                   "memory_limit_mb": run.memory_limit_mb}
+        request = {
+            "op": "run",
+            "language": run.language,
+            "mode": "stdio",
+            "program": run.program,
+            "inputs": [run.stdin],
+            "time_limit_s": run.time_limit_s,
+            "memory_limit_mb": run.memory_limit_mb,
+        }
         if run.wall_limit_s is not None:
             request["wall_limit_s"] = run.wall_limit_s
-        frames, error = await self._run(request, lambda _: False, max(run.time_limit_s, run.wall_limit_s or 0.0))
+        frames, error = await self._run(
+            request, lambda _: False, max(run.time_limit_s, run.wall_limit_s or 0.0)
+        )
         if error is not None or not frames:
-            return TestOutcome(Verdict.sandbox_error, "", error or "no result", False, None, None,
-                               0.0, 0.0, 0.0, None)
+            return TestOutcome(
+                Status.sandbox_error, "", error or "no result", False, None, None, 0.0, 0.0, 0.0, None
+            )
         frame = frames[0]
         status = frame.get("status")
-        verdict = Verdict.correct if status == "ok" else _STATUS_TO_VERDICT.get(str(status), Verdict.sandbox_error)
+        verdict = (
+            Status.correct if status == "ok" else _STATUS_TO_VERDICT.get(str(status), Status.sandbox_error)
+        )
         return to_outcome(frame, verdict)
 
     async def health(self) -> dict[str, object]:
@@ -309,10 +366,15 @@ class PooledBackend:
         for ep in list(self._pool.endpoints.values()):
             try:
                 info = await ep.ping()
-                executors[ep.name] = {"ok": bool(info.get("ok")), "slots": ep.slots, "free": ep.free,
-                                      "busy": info.get("busy"), "stuck_slots": info.get("stuck_slots", []),
-                                      "broken_slots": info.get("broken_slots", []),
-                                      "seccomp": info.get("seccomp", False)}
+                executors[ep.name] = {
+                    "ok": bool(info.get("ok")),
+                    "slots": ep.slots,
+                    "free": ep.free,
+                    "busy": info.get("busy"),
+                    "stuck_slots": info.get("stuck_slots", []),
+                    "broken_slots": info.get("broken_slots", []),
+                    "seccomp": info.get("seccomp", False),
+                }
                 stuck += len(info.get("stuck_slots") or []) + len(info.get("broken_slots") or [])
                 ok = ok and bool(info.get("ok"))
             except ExecutorError as exc:
@@ -320,5 +382,11 @@ class PooledBackend:
                 ok = False
         # ok is False while any slot is busy past its deadline (the executor then kills and
         # replaces that slot's processes) or could not be cleaned (the backend replaces the executor)
-        return {"ok": ok, "backend": self.name, "pool_size": self._pool.total_slots,
-                "idle": self._pool.idle_slots, "stuck_slots": stuck, "executors": executors}
+        return {
+            "ok": ok,
+            "backend": self.name,
+            "pool_size": self._pool.total_slots,
+            "idle": self._pool.idle_slots,
+            "stuck_slots": stuck,
+            "executors": executors,
+        }

@@ -79,10 +79,18 @@ def capture_rng() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {
         "format": 2,
-        "python": {"version": int(version), "state": torch.tensor(internal, dtype=torch.int64),
-                   "gauss": gauss},
-        "numpy": {"kind": str(kind), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
-                  "pos": int(pos), "has_gauss": int(has_gauss), "cached": float(cached)},
+        "python": {
+            "version": int(version),
+            "state": torch.tensor(internal, dtype=torch.int64),
+            "gauss": gauss,
+        },
+        "numpy": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
@@ -91,8 +99,9 @@ def capture_rng() -> dict[str, Any]:
 def restore_rng(state: dict[str, Any]) -> None:
     py, npy = state["python"], state["numpy"]
     random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss"]))
-    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"],
-                         npy["cached"]))
+    np.random.set_state(
+        (npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["cached"])
+    )
     torch.set_rng_state(state["torch"])
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -108,11 +117,14 @@ def _load_rng(path: Path) -> dict[str, Any]:
     except pickle.UnpicklingError:
         raise LegacyCheckpointError(
             f"{path} holds pickled objects (written by an older mucode) and is not loaded unsafely: if you "
-            f"trust it, convert it with `python -c \"from mucode.train.checkpoint import convert_legacy_rng; "
-            f"convert_legacy_rng('{path}')\"`, or delete it to resume with fresh RNG states") from None
+            f'trust it, convert it with `python -c "from mucode.train.checkpoint import convert_legacy_rng; '
+            f"convert_legacy_rng('{path}')\"`, or delete it to resume with fresh RNG states"
+        ) from None
     if not isinstance(rng, dict) or rng.get("format") != 2:
-        raise LegacyCheckpointError(f"{path} is not an RNG state this mucode wrote (no format 2); "
-                                    "delete it to resume with fresh RNG states")
+        raise LegacyCheckpointError(
+            f"{path} is not an RNG state this mucode wrote (no format 2); "
+            "delete it to resume with fresh RNG states"
+        )
     return rng
 
 

@@ -14,11 +14,14 @@ import typer
 __all__ = ["register"]
 
 ConfigOpt = Annotated[
-    str | None, typer.Option("--config", "-c", help="YAML file or preset name (e.g. configs/tiny.yaml, mu_grpo).")
+    str | None,
+    typer.Option("--config", "-c", help="YAML file or preset name (e.g. configs/tiny.yaml, mu_grpo)."),
 ]
 OverridesArg = Annotated[
     list[str] | None,
-    typer.Argument(help="key=value overrides, e.g. batch.updates_per_stage=64 optim.lr=1e-5", show_default=False),
+    typer.Argument(
+        help="key=value overrides, e.g. batch.updates_per_stage=64 optim.lr=1e-5", show_default=False
+    ),
 ]
 
 
@@ -35,8 +38,12 @@ def train(
     task: Annotated[Literal["code", "math"] | None, typer.Option("--task", help="Sets data.task.")] = None,
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Output directory (default runs/<train.run_name>).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the run directory from its last checkpoint.")] = False,
+    run_dir: Annotated[
+        Path | None, typer.Option("--run-dir", help="Output directory (default runs/<train.run_name>).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in the run directory from its last checkpoint.")
+    ] = False,
     plot: Annotated[bool, typer.Option("--plot/--no-plot", help="Write the PNG plots at the end.")] = True,
 ) -> None:
     """Run staged μ-GRPO: generate → verify → store → optimize (μ updates) → checkpoint → hand over, per stage."""
@@ -79,9 +86,17 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (holds me
 
 
 def report(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories to compare (two give a time-to-accuracy ratio).")],
-    plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of accuracy against wall-clock "
-                                                   "(default: accuracy_vs_time.png in the first run directory).")] = None,
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Run directories to compare (two give a time-to-accuracy ratio).")
+    ],
+    plot_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="PNG of accuracy against wall-clock "
+            "(default: accuracy_vs_time.png in the first run directory).",
+        ),
+    ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Print the table only.")] = False,
 ) -> None:
     """The paper's Table 1 for runs: accuracy at the best checkpoint, T_rollout, T_total, engine switches,
@@ -99,11 +114,16 @@ def report(
 
 
 def export(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint (RUN_DIR/checkpoints/update-N) or a run "
-                                               "directory (its latest checkpoint).")],
+    checkpoint: Annotated[
+        Path,
+        typer.Argument(
+            help="A checkpoint (RUN_DIR/checkpoints/update-N) or a run directory (its latest checkpoint)."
+        ),
+    ],
     out: Annotated[Path, typer.Argument(help="Directory to write the Hugging Face model to.")],
-    dtype: Annotated[str | None, typer.Option(help="float32, bfloat16 or float16 (default: the run's "
-                                              "model.dtype).")] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="float32, bfloat16 or float16 (default: the run's model.dtype).")
+    ] = None,
 ) -> None:
     """Write a training checkpoint as a Hugging Face model (config, weights, tokenizer) for eval or serving."""
     from mucode.train.export import CheckpointError, export_checkpoint

@@ -42,8 +42,12 @@ def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     final = totals.get("final")
     if isinstance(final, dict):  # the final policy's own rollouts (train.final_rollout_prompts)
         rows.append(["final", "-", *(_fmt(f, final.get(k)) for k, _, f in STAGE_COLUMNS[2:])])
-    total_row = [_fmt(f, totals.get(k)) if k not in ("stage", "reward/rollout_mean") else ("all" if k == "stage" else "")
-                 for k, _, f in STAGE_COLUMNS]
+    total_row = [
+        _fmt(f, totals.get(k))
+        if k not in ("stage", "reward/rollout_mean")
+        else ("all" if k == "stage" else "")
+        for k, _, f in STAGE_COLUMNS
+    ]
     widths = [max(len(h), *(len(r[i]) for r in [*rows, total_row])) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
@@ -53,14 +57,18 @@ def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     out = [line(headers), rule, *(line(r) for r in rows), rule, line(total_row)]
     extra = [f"engine switches: {totals.get('engine_switches', 0)}"]
     if totals.get("data/dropped_long_prompts"):
-        extra.append(f"prompts: {totals.get('data/prompts')} used, {totals['data/dropped_long_prompts']} dropped "
-                     f"(longer than data.max_prompt_tokens)")
+        extra.append(
+            f"prompts: {totals.get('data/prompts')} used, {totals['data/dropped_long_prompts']} dropped "
+            f"(longer than data.max_prompt_tokens)"
+        )
     first, final = totals.get("reward/first_rollout_mean"), totals.get("reward/final_mean")
     if first is not None and final is not None:
         extra.append(f"reward: {first:.3f} (initial policy, stage 0 rollouts) → {final:.3f} (final policy)")
     elif first is not None and stages:
-        extra.append(f"reward of the rollouts: {first:.3f} (stage 0) → {stages[-1].get('reward/rollout_mean', 0):.3f} "
-                     f"(stage {stages[-1]['stage']}, before its updates)")
+        extra.append(
+            f"reward of the rollouts: {first:.3f} (stage 0) → {stages[-1].get('reward/rollout_mean', 0):.3f} "
+            f"(stage {stages[-1]['stage']}, before its updates)"
+        )
     return "\n".join(out + extra)
 
 
@@ -71,11 +79,17 @@ def write_summary(run_dir: Path, stages: list[dict[str, Any]], totals: dict[str,
     return text
 
 
-def stage_record(stage: int, updates: int, rollout: dict[str, Any], rows: int, times: dict[str, float],
-                 recent_rewards: list[float]) -> dict[str, Any]:
+def stage_record(
+    stage: int,
+    updates: int,
+    rollout: dict[str, Any],
+    rows: int,
+    times: dict[str, float],
+    recent_rewards: list[float],
+) -> dict[str, Any]:
     """One finished stage: its rollout metrics (``rows`` responses in its store), the mean training reward
     of its last quarter of updates (``recent_rewards``: this invocation's) and its phase ``times``."""
-    tail = [r for r in recent_rewards[-max(1, len(recent_rewards) // 4):] if not math.isnan(r)]
+    tail = [r for r in recent_rewards[-max(1, len(recent_rewards) // 4) :] if not math.isnan(r)]
     return {
         "stage": stage,
         "updates": updates,
@@ -89,11 +103,19 @@ def stage_record(stage: int, updates: int, rollout: dict[str, Any], rows: int, t
 
 def stage_line(record: dict[str, Any]) -> str:
     """The printed ``stage K done: …`` line's figures."""
-    keys = ["reward/rollout_mean", "reward/last_updates_mean", "verifier/masked", "verifier/masked_frac",
-            "time/rollout", "time/verify",
-            "time/optimize", "time/total"]
-    return ", ".join(f"{k}={record[k]:.3f}" if isinstance(record.get(k), float) else f"{k}={record.get(k)}"
-                     for k in keys)
+    keys = [
+        "reward/rollout_mean",
+        "reward/last_updates_mean",
+        "verifier/masked",
+        "verifier/masked_frac",
+        "time/rollout",
+        "time/verify",
+        "time/optimize",
+        "time/total",
+    ]
+    return ", ".join(
+        f"{k}={record[k]:.3f}" if isinstance(record.get(k), float) else f"{k}={record.get(k)}" for k in keys
+    )
 
 
 def run_totals(state: TrainerState, wall: float, base: str) -> dict[str, Any]:

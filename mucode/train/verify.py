@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.verifier.client import Scored
-from mucode.verifier.protocol import Item, Status
+from mucode.protocol import Item, Status
 from mucode.verifier.session import VerifierSession
 
 __all__ = ["GroupVerdicts", "VerifierFailureError", "VerifyPipeline", "check_charged", "verifier_urls"]
@@ -100,9 +100,15 @@ class VerifyPipeline:
             verdicts = future.result()
         else:  # the client refused the group (4xx): charged whole, never a reward
             logger.error("verifier refused a group of %d items (charged to the policy): %s", n, error)
-            verdicts = GroupVerdicts(key=key, rewards=[0.0] * n, statuses=[Status.verifier_error.value] * n,
-                                     masked=[False] * n, payload=payload, errors=[f"{type(error).__name__}: {error}"],
-                                     charged=[True] * n)
+            verdicts = GroupVerdicts(
+                key=key,
+                rewards=[0.0] * n,
+                statuses=[Status.verifier_error.value] * n,
+                masked=[False] * n,
+                payload=payload,
+                errors=[f"{type(error).__name__}: {error}"],
+                charged=[True] * n,
+            )
         self.busy_s += verdicts.verify_s
         self.infra_failures += sum(verdicts.charged)
         if verdicts.errors and not self.first_error:
@@ -175,4 +181,5 @@ def check_charged(stage: int, rollout: Mapping[str, Any], bound: float, cause: s
         f"stage {stage}: the verifier failed on {n} of {total} responses ({frac:.1%}) after its retries{why}, "
         f"over verifier.max_masked_fraction={bound:g}; they were charged as failures, but at this rate the "
         "verifier is broken: fix it (`mucode serve` logs, /readyz) and resume with --resume (the stage's "
-        "store is kept; delete it to verify the stage again), or raise verifier.max_masked_fraction")
+        "store is kept; delete it to verify the stage again), or raise verifier.max_masked_fraction"
+    )

@@ -1,6 +1,6 @@
 """``VerifierClient``: the async HTTP client of the verifier service; the one place that retries.
 
-- Speaks the typed protocol (``mucode.verifier.protocol``): ``Item`` in (dicts are validated into
+- Speaks the typed protocol (``mucode.protocol``): ``Item`` in (dicts are validated into
   items first), ``Result`` out, one per item, in order.
 - Splits the items into batches of ``batch_size`` and sends at most ``max_concurrency`` requests at
   once *per client* (over every call), over pooled connections, spreading batches over several base
@@ -60,7 +60,8 @@ from mucode.verifier.batching import (
     cut,
     prepare,
 )
-from mucode.verifier.protocol import Item, Result, Status, VerifyResponse
+from mucode.protocol import Item, Result, Status
+from mucode.verifier.schemas import VerifyResponse
 from mucode.verifier.wire import (
     CLIENT_TIMEOUT_HEADER,
     DEFAULT_MAX_REQUEST_BYTES,
@@ -68,8 +69,15 @@ from mucode.verifier.wire import (
     MAX_REQUEST_BYTES_HEADER,
 )
 
-__all__ = ["RequestTooLargeError", "Scored", "SendStats", "VerifierClient", "VerifierRequestError", "as_items",
-           "charge"]
+__all__ = [
+    "RequestTooLargeError",
+    "Scored",
+    "SendStats",
+    "VerifierClient",
+    "VerifierRequestError",
+    "as_items",
+    "charge",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +168,9 @@ def as_items(items: Sequence[Item | Mapping[str, Any]]) -> list[Item]:
         except ValidationError as exc:
             problems += [f"items[{i}].{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
     if problems:
-        raise VerifierRequestError(422, f"invalid items (checked before sending): {len(problems)} problems", problems)
+        raise VerifierRequestError(
+            422, f"invalid items (checked before sending): {len(problems)} problems", problems
+        )
     return out
 
 
@@ -200,7 +210,9 @@ class VerifierClient:
         self.base_urls = [(u if "://" in u else f"http://{u}").rstrip("/") for u in urls]
         if batch_size < 1 or max_concurrency < 1 or retries < 0 or retry_window_s < 0:
             raise ValueError("batch_size and max_concurrency must be >= 1, retries and retry_window_s >= 0")
-        self.max_request_bytes = max_request_bytes if max_request_bytes is not None else _default_max_request_bytes()
+        self.max_request_bytes = (
+            max_request_bytes if max_request_bytes is not None else _default_max_request_bytes()
+        )
         if self.max_request_bytes < 1024 or timeout_s <= 0:
             raise ValueError("max_request_bytes must be >= 1024 and timeout_s > 0")
         self.token = token
@@ -228,8 +240,13 @@ class VerifierClient:
             return Scored([], [], 0.0)
         wire = [item.wire() for item in typed]
         prepared = await asyncio.to_thread(prepare, wire)  # hashing megabytes of tests: off the loop
-        cut(prepared, wire, list(range(len(wire))), batch_size=self.batch_size,
-            max_bytes=self.max_request_bytes)  # refuses an item too large before anything is sent
+        cut(
+            prepared,
+            wire,
+            list(range(len(wire))),
+            batch_size=self.batch_size,
+            max_bytes=self.max_request_bytes,
+        )  # refuses an item too large before anything is sent
         call = _Call(typed, wire, prepared, [None] * len(typed), [0] * len(typed))
         self.stats.items += len(typed)
         pending = list(range(len(typed)))
@@ -241,11 +258,21 @@ class VerifierClient:
                 break
             delay = max(self._backoff(attempt), min(self.max_backoff_s, call.retry_after_s))
             if time.monotonic() - (call.first_send or start) + delay > self.retry_window_s:
-                logger.warning("verifier: not re-sending %d items: the retry window of %g s (retry_window_s) is "
-                               "over after %d sends", len(pending), self.retry_window_s, attempt + 1)
+                logger.warning(
+                    "verifier: not re-sending %d items: the retry window of %g s (retry_window_s) is "
+                    "over after %d sends",
+                    len(pending),
+                    self.retry_window_s,
+                    attempt + 1,
+                )
                 break
-            logger.info("verifier: re-sending %d of %d items after an infrastructure failure (re-send %d of %d)",
-                        len(pending), len(typed), attempt + 1, self.retries)
+            logger.info(
+                "verifier: re-sending %d of %d items after an infrastructure failure (re-send %d of %d)",
+                len(pending),
+                len(typed),
+                attempt + 1,
+                self.retries,
+            )
             await asyncio.sleep(delay)
         return self._finish(call, pending, time.monotonic() - start)
 
@@ -263,9 +290,17 @@ class VerifierClient:
         if failed:
             self.stats.failed += len(failed)
             first = results[failed[0]]
-            logger.warning("verifier: %d of %d items still had no verdict after %d sends (1 + %d re-sends, "
-                           "retries=%d) and are charged to the program as failures; e.g. %s: %s", len(failed), len(results), call.sends[failed[0]],
-                           call.sends[failed[0]] - 1, self.retries, first.status.value, first.error[:300])
+            logger.warning(
+                "verifier: %d of %d items still had no verdict after %d sends (1 + %d re-sends, "
+                "retries=%d) and are charged to the program as failures; e.g. %s: %s",
+                len(failed),
+                len(results),
+                call.sends[failed[0]],
+                call.sends[failed[0]] - 1,
+                self.retries,
+                first.status.value,
+                first.error[:300],
+            )
         return Scored(results, list(call.sends), elapsed_s)
 
     def _state(self) -> _LoopState:
@@ -273,15 +308,19 @@ class VerifierClient:
         state = self._loops.get(loop)
         if state is None:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-            limits = httpx.Limits(max_connections=self.max_concurrency * 2,
-                                  max_keepalive_connections=self.max_concurrency)
-            http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10.0), headers=headers,
-                                     limits=limits)
+            limits = httpx.Limits(
+                max_connections=self.max_concurrency * 2, max_keepalive_connections=self.max_concurrency
+            )
+            http = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s, connect=10.0), headers=headers, limits=limits
+            )
             state = self._loops[loop] = _LoopState(http, asyncio.Semaphore(self.max_concurrency))
         return state
 
     async def _send_round(self, call: _Call, indices: list[int]) -> None:
-        batches = cut(call.prepared, call.wire, indices, batch_size=self.batch_size, max_bytes=self.max_request_bytes)
+        batches = cut(
+            call.prepared, call.wire, indices, batch_size=self.batch_size, max_bytes=self.max_request_bytes
+        )
         await asyncio.gather(*(self._send_batch(call, batch) for batch in batches))
 
     async def _send_batch(self, call: _Call, batch: Batch) -> None:
@@ -294,8 +333,13 @@ class VerifierClient:
                 results = await self._post(state.http, call, batch)
         except _Recut:  # raises RequestTooLargeError if one item cannot fit the server's cap
             self._count(call, batch, -1)  # a send refused for its size only is not one of the item's sends
-            smaller = cut(call.prepared, call.wire, batch.indices, batch_size=self.batch_size,
-                          max_bytes=self.max_request_bytes)
+            smaller = cut(
+                call.prepared,
+                call.wire,
+                batch.indices,
+                batch_size=self.batch_size,
+                max_bytes=self.max_request_bytes,
+            )
             await asyncio.gather(*(self._send_batch(call, b) for b in smaller))
             return
         for i, result in zip(batch.indices, results, strict=True):
@@ -309,11 +353,15 @@ class VerifierClient:
     async def _post(self, http: httpx.AsyncClient, call: _Call, batch: Batch) -> list[Result]:
         """One send of one batch: its results, infrastructure results when the send failed, a raise on a 4xx."""
         url = self.base_urls[next(self._next_url)] + "/v1/verify"
-        headers = {"Content-Type": "application/json", "Content-Length": str(body_length(call.prepared, batch)),
-                   CLIENT_TIMEOUT_HEADER: f"{self.timeout_s:g}"}
+        headers = {
+            "Content-Type": "application/json",
+            "Content-Length": str(body_length(call.prepared, batch)),
+            CLIENT_TIMEOUT_HEADER: f"{self.timeout_s:g}",
+        }
         try:
             response = await asyncio.wait_for(
-                http.post(url, content=body(call.prepared, batch), headers=headers), self.timeout_s)
+                http.post(url, content=body(call.prepared, batch), headers=headers), self.timeout_s
+            )
         except TimeoutError:  # the outer limit of the whole send
             return _failed(call, batch, f"no answer within timeout_s={self.timeout_s} from {url}")
         except httpx.TransportError as exc:  # connect, read, write, protocol
@@ -333,15 +381,24 @@ class VerifierClient:
     def _learn_caps(self, response: httpx.Response, url: str, prepared: Prepared, batch: Batch) -> bool:
         """Adopts the caps a 413 tells when they are below this client's; True if ``batch`` (cut before
         that, perhaps by a concurrent batch's 413) is over them and must be cut again."""
-        for header, attr in ((MAX_REQUEST_BYTES_HEADER, "max_request_bytes"), (MAX_ITEMS_HEADER, "batch_size")):
+        for header, attr in (
+            (MAX_REQUEST_BYTES_HEADER, "max_request_bytes"),
+            (MAX_ITEMS_HEADER, "batch_size"),
+        ):
             try:
                 cap = int(response.headers.get(header, "0"))
             except ValueError:
                 continue
             if 0 < cap < getattr(self, attr):
-                logger.warning("verifier %s takes at most %s=%d per request (this client had %d): cutting "
-                               "batches below it; set VerifierClient(%s=...) to match", url, attr, cap,
-                               getattr(self, attr), attr)
+                logger.warning(
+                    "verifier %s takes at most %s=%d per request (this client had %d): cutting "
+                    "batches below it; set VerifierClient(%s=...) to match",
+                    url,
+                    attr,
+                    cap,
+                    getattr(self, attr),
+                    attr,
+                )
                 setattr(self, attr, cap)
         return len(batch.indices) > self.batch_size or body_length(prepared, batch) > self.max_request_bytes
 
@@ -352,7 +409,9 @@ class VerifierClient:
 def charge(result: Result, sends: int) -> Result:
     """``result`` (an infrastructure status) charged to the program: its status kept, reward 0.0,
     ``details["charged"] = True`` and how many times it was sent."""
-    return result.model_copy(update={"reward": 0.0, "details": {**result.details, "charged": True, "sends": sends}})
+    return result.model_copy(
+        update={"reward": 0.0, "details": {**result.details, "charged": True, "sends": sends}}
+    )
 
 
 def _result(call: _Call, i: int) -> Result:
@@ -364,8 +423,10 @@ def _result(call: _Call, i: int) -> Result:
 
 def _failed(call: _Call, batch: Batch, error: str) -> list[Result]:
     """Infrastructure results for every item of a send that failed."""
-    return [Result.infra_failure(call.items[i].id, Status.verifier_error, f"no answer from the verifier: {error}")
-            for i in batch.indices]
+    return [
+        Result.infra_failure(call.items[i].id, Status.verifier_error, f"no answer from the verifier: {error}")
+        for i in batch.indices
+    ]
 
 
 def _results(response: httpx.Response, n: int) -> list[Result] | str:
@@ -377,6 +438,7 @@ def _results(response: httpx.Response, n: int) -> list[Result] | str:
     if len(results) != n:
         return f"returned {len(results)} results for {n} items"
     return results
+
 
 def _retry_after(response: httpx.Response) -> float:
     """The server's ``Retry-After`` in seconds (0 when absent or not a number)."""

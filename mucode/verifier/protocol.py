@@ -1,7 +1,7 @@
 """The verifier's vocabulary, shared by the service, its client, the reward programs and the sandbox.
 
 - ``Status``: why a result has the reward it has; the one status enum of mucode. The sandbox's
-  ``Verdict`` and the reward programs' ``RewardStatus`` are this enum under other names.
+  ``Status`` and the reward programs' ``Status`` are this enum under other names.
 - ``INFRA_STATUSES`` / ``is_infra``: the two *infrastructure* statuses (``verifier_error``,
   ``sandbox_error``) say "the verifier could not decide": re-sent by the client, and when they
   persist after the retries, *charged* to the program (reward 0.0, ``details["charged"]``): trained
@@ -58,8 +58,12 @@ INFRA_STATUSES: frozenset[Status] = frozenset({Status.verifier_error, Status.san
 Members compare equal to their string values, so ``"sandbox_error" in INFRA_STATUSES`` holds."""
 
 
-SANDBOX_VERDICTS: frozenset[Status] = frozenset(Status) - {Status.no_code, Status.no_answer, Status.verifier_error}
-"""The statuses a sandbox gives a job or a test (the sandbox's ``Verdict``s): the item-level ones
+SANDBOX_VERDICTS: frozenset[Status] = frozenset(Status) - {
+    Status.no_code,
+    Status.no_answer,
+    Status.verifier_error,
+}
+"""The statuses a sandbox gives a job or a test (the sandbox's ``Status``s): the item-level ones
 (``no_code``, ``no_answer``) and the service's ``verifier_error`` are never a sandbox verdict."""
 
 
@@ -80,8 +84,13 @@ class Item(BaseModel):
 
     def wire(self) -> dict[str, Any]:
         """The item as the JSON object sent on the wire (``spec`` objects are shared, not copied)."""
-        return {"id": self.id, "program": self.program, "response": self.response, "spec": self.spec,
-                **(self.model_extra or {})}
+        return {
+            "id": self.id,
+            "program": self.program,
+            "response": self.response,
+            "spec": self.spec,
+            **(self.model_extra or {}),
+        }
 
 
 class Result(BaseModel):
@@ -106,8 +115,9 @@ class Result(BaseModel):
     def infra_failure(cls, item_id: str | None, status: Status, error: str) -> Result:
         """An infrastructure failure: reward 0.0 by convention, but the status marks it as no signal."""
         if status not in INFRA_STATUSES:
-            raise ValueError(f"Result.infra_failure needs an infrastructure status {sorted(INFRA_STATUSES)}, "
-                             f"got {status}")
+            raise ValueError(
+                f"Result.infra_failure needs an infrastructure status {sorted(INFRA_STATUSES)}, got {status}"
+            )
         return cls(id=item_id, reward=0.0, status=status, details={"error": error})
 
 
@@ -121,8 +131,10 @@ _CALL_ITEM: dict[str, Any] = {
     "id": "p2-s0",
     "program": "code",
     "response": "```python\nclass Solution:\n    def add(self, a, b):\n        return a + b\n```",
-    "spec": {"tests": {"format": "call", "fn_name": "add", "inputs": ["1\n2"], "outputs": ["3"]},
-             "checker": "exact"},
+    "spec": {
+        "tests": {"format": "call", "fn_name": "add", "inputs": ["1\n2"], "outputs": ["3"]},
+        "checker": "exact",
+    },
 }
 _ASSERT_ITEM: dict[str, Any] = {
     "id": "p3-s0",
@@ -130,15 +142,24 @@ _ASSERT_ITEM: dict[str, Any] = {
     "response": "```python\ndef inc(x):\n    return x + 1\n```",
     "spec": {"tests": {"format": "assert", "assert_code": "assert inc(1) == 2", "entry_point": "inc"}},
 }
-_MATH_ITEM: dict[str, Any] = {"id": "m1-s0", "program": "math", "response": "So the answer is $\\boxed{\\frac12}$.",
-                              "spec": {"answer": "0.5"}}
+_MATH_ITEM: dict[str, Any] = {
+    "id": "m1-s0",
+    "program": "math",
+    "response": "So the answer is $\\boxed{\\frac12}$.",
+    "spec": {"answer": "0.5"},
+}
 _SHARED_TESTS: dict[str, Any] = {"format": "stdio", "inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]}
-_SHARED_KEY = "6d945e43011e0bab44db3c54bd9872558009e55f1dd8ea9d01175fe7fd1eb4c2"  # sha256 of its canonical JSON
+_SHARED_KEY = (
+    "6d945e43011e0bab44db3c54bd9872558009e55f1dd8ea9d01175fe7fd1eb4c2"  # sha256 of its canonical JSON
+)
 _SHARED_EXAMPLE: dict[str, Any] = {
     "test_sets": {_SHARED_KEY: _SHARED_TESTS},
-    "items": [{"id": f"p1-s{k}", "program": "code", "response": response, "spec": {"tests": {"ref": _SHARED_KEY}}}
-              for k, response in enumerate(["```python\nprint(sum(map(int, input().split())))\n```",
-                                            "```python\nprint(0)\n```"])],
+    "items": [
+        {"id": f"p1-s{k}", "program": "code", "response": response, "spec": {"tests": {"ref": _SHARED_KEY}}}
+        for k, response in enumerate(
+            ["```python\nprint(sum(map(int, input().split())))\n```", "```python\nprint(0)\n```"]
+        )
+    ],
 }
 
 
@@ -151,23 +172,45 @@ class VerifyRequest(BaseModel):
     validation, so reward programs see the full tests; an unknown ref or a wrong hash is a 422.
     ``VerifierClient`` does this by itself."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"items": [_CODE_ITEM, _CALL_ITEM, _ASSERT_ITEM, _MATH_ITEM]}, _SHARED_EXAMPLE]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"items": [_CODE_ITEM, _CALL_ITEM, _ASSERT_ITEM, _MATH_ITEM]}, _SHARED_EXAMPLE]
+        }
+    )
 
     items: list[Item] = Field(description="Items to score (item contract).")
     test_sets: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Tests objects shared by items of this request, keyed by the SHA-256 of their canonical "
-                    "JSON; an item points at one with spec.tests = {\"ref\": key}.")
+        'JSON; an item points at one with spec.tests = {"ref": key}.',
+    )
 
 
 class VerifyResponse(BaseModel):
     """One result per item, in the order of the request."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"results": [
-        {"id": "p1-s0", "reward": 1.0, "status": "correct", "details": {"wall_s": 0.004, "tests": []}},
-        {"id": "m1-s0", "reward": 1.0, "status": "correct", "details": {"extracted": "\\frac{1}{2}"}},
-    ]}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {
+                            "id": "p1-s0",
+                            "reward": 1.0,
+                            "status": "correct",
+                            "details": {"wall_s": 0.004, "tests": []},
+                        },
+                        {
+                            "id": "m1-s0",
+                            "reward": 1.0,
+                            "status": "correct",
+                            "details": {"extracted": "\\frac{1}{2}"},
+                        },
+                    ]
+                }
+            ]
+        }
+    )
 
     results: list[Result]
 
@@ -175,11 +218,19 @@ class VerifyResponse(BaseModel):
 class ErrorResponse(BaseModel):
     """Every 4xx answer: what is wrong, and (for item problems) one line per problem."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "error": "invalid items: 1 problem",
-        "problems": ["items[0].spec.tests: Value error, format 'call' needs 'fn_name' (the function or "
-                     "Solution method to call)"],
-    }]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": "invalid items: 1 problem",
+                    "problems": [
+                        "items[0].spec.tests: Value error, format 'call' needs 'fn_name' (the function or "
+                        "Solution method to call)"
+                    ],
+                }
+            ]
+        }
+    )
 
     error: str
     problems: list[str] = Field(default_factory=list)

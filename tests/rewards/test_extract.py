@@ -43,7 +43,9 @@ def test_none_runs_the_response_as_is() -> None:
 
 def test_evalplus_keeps_the_entry_point_and_drops_the_chatter() -> None:
     pytest.importorskip("evalplus")
-    response = "Sure!\n```python\nimport math\n\ndef f(x):\n    return math.floor(x)\n\nprint(f(2.5))\n```\nDone."
+    response = (
+        "Sure!\n```python\nimport math\n\ndef f(x):\n    return math.floor(x)\n\nprint(f(2.5))\n```\nDone."
+    )
     code = extract_code(response, "evalplus", "f")
     assert code is not None
     assert "def f(x)" in code and "import math" in code
@@ -51,11 +53,15 @@ def test_evalplus_keeps_the_entry_point_and_drops_the_chatter() -> None:
 
 
 def test_unknown_method_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="unknown extract method 'first_fence'; valid names: evalplus, last_fence, none"):
+    with pytest.raises(
+        ValueError, match="unknown extract method 'first_fence'; valid names: evalplus, last_fence, none"
+    ):
         extract_code("x", "first_fence")
 
 
-_REFERENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[^\n`]*\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$", re.M | re.S)
+_REFERENCE = re.compile(
+    r"^[ \t]*(?P<fence>`{3,}|~{3,})[^\n`]*\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$", re.M | re.S
+)
 
 
 def _reference_last_fence(response: str) -> str | None:
@@ -66,8 +72,25 @@ def _reference_last_fence(response: str) -> str | None:
 
 def test_same_blocks_as_the_reference_expression_on_random_responses() -> None:
     rng = random.Random(1234)
-    pieces = ["```", "````", "~~~", "~~~~", "~~~~~", "`", "~", "python", "py`", " ", "\t", "\n", "\n", "\n",
-              "x = 1", "\r", "a"]
+    pieces = [
+        "```",
+        "````",
+        "~~~",
+        "~~~~",
+        "~~~~~",
+        "`",
+        "~",
+        "python",
+        "py`",
+        " ",
+        "\t",
+        "\n",
+        "\n",
+        "\n",
+        "x = 1",
+        "\r",
+        "a",
+    ]
     for _ in range(20_000):
         response = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
         assert last_fence(response) == _reference_last_fence(response), repr(response)
@@ -130,6 +153,7 @@ def test_a_pathological_evalplus_response_is_bounded_and_delays_no_other_request
 
 def test_an_evalplus_response_over_the_line_cap_holds_no_code() -> None:
 
-    code, why = asyncio.run(extract_code_async("```python\n" + "x = 1\n" * MAX_SANITIZE_LINES + "```\n",
-                                               "evalplus", "f"))
+    code, why = asyncio.run(
+        extract_code_async("```python\n" + "x = 1\n" * MAX_SANITIZE_LINES + "```\n", "evalplus", "f")
+    )
     assert code is None and str(MAX_SANITIZE_LINES) in why

@@ -12,14 +12,17 @@ import time
 import pytest
 from sandbox_helpers import GUARD, Handle, every_slot_correct
 
-from mucode.sandbox import CodeJob, TestSpec, Verdict
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec
 from mucode.sandbox.client import _decode_inline, _recv_reply
 from mucode.sandbox.judging import MAX_FRAME_BYTES, JudgeFault, JudgePool, json_equal, loads_pairs
 from mucode.sandbox.types import JobResult
 
 # A program that returns a list nested 5000 deep: the sandbox encodes it (it raised its own recursion
 # limit), the host's JSON decoder cannot decode it.
-DEEP = GUARD + '''
+DEEP = (
+    GUARD
+    + """
 import sys
 sys.setrecursionlimit(100000)
 def f():
@@ -27,19 +30,24 @@ def f():
     for _ in range(5000):
         x = [x]
     return x
-'''
+"""
+)
 # ~14000 integers that all hash to 0: a set of them costs O(n²) to build wherever it is built.
-COLLIDING = GUARD + '''
+COLLIDING = (
+    GUARD
+    + """
 def f():
     m = 2 ** 61 - 1
     return {k * m for k in range(1, 14001)}
-'''
+"""
+)
 CORRECT_CALL = "def f():\n    return {'a': [1, 2], 'b': None}\n"
 
 
 def _call(program: str, expected: str = "[1]", time_limit_s: float = 10) -> CodeJob:
-    return CodeJob(program, TestSpec("call", [""], [expected], fn_name="f"), checker="exact",
-                   time_limit_s=time_limit_s)
+    return CodeJob(
+        program, TestSpec("call", [""], [expected], fn_name="f"), checker="exact", time_limit_s=time_limit_s
+    )
 
 
 def _assert(program: str, test: str, time_limit_s: float = 30) -> CodeJob:
@@ -47,15 +55,15 @@ def _assert(program: str, test: str, time_limit_s: float = 30) -> CodeJob:
 
 
 def _not_infra(r: JobResult) -> None:
-    assert r.verdict is not Verdict.correct and r.verdict is not Verdict.sandbox_error, (r.verdict, r.error)
+    assert r.verdict is not Status.correct and r.verdict is not Status.sandbox_error, (r.verdict, r.error)
 
 
 def test_a_result_too_deep_for_the_host_is_a_wrong_answer(sb: Handle) -> None:
     r = sb.judge(_call(DEEP))
     _not_infra(r)
-    assert r.verdict is Verdict.wrong_answer, [(t.verdict, t.stderr[-300:]) for t in r.tests]
+    assert r.verdict is Status.wrong_answer, [(t.verdict, t.stderr[-300:]) for t in r.tests]
     ok = sb.judge(_call(CORRECT_CALL, '{"b": null, "a": [1, 2]}'))
-    assert ok.verdict is Verdict.correct, [(t.verdict, t.stderr[-300:]) for t in ok.tests]
+    assert ok.verdict is Status.correct, [(t.verdict, t.stderr[-300:]) for t in ok.tests]
     every_slot_correct(sb)
 
 
@@ -78,8 +86,11 @@ def test_a_judge_flood_holds_neither_the_loop_nor_its_neighbours(sb: Handle) -> 
 
         watcher = asyncio.create_task(watch())
         try:
-            results = await asyncio.gather(sb.backend.judge(flood), sb.backend.judge(_call(DEEP)),
-                                           *(sb.backend.judge(j) for j in neighbours))
+            results = await asyncio.gather(
+                sb.backend.judge(flood),
+                sb.backend.judge(_call(DEEP)),
+                *(sb.backend.judge(j) for j in neighbours),
+            )
         finally:
             stop.set()
             await watcher
@@ -88,14 +99,15 @@ def test_a_judge_flood_holds_neither_the_loop_nor_its_neighbours(sb: Handle) -> 
     results, lag = sb.call(run(), timeout=300)
     for r in results[:2]:
         _not_infra(r)
-    assert all(r.verdict is Verdict.correct for r in results[2:]), [r.verdict for r in results[2:]]
+    assert all(r.verdict is Status.correct for r in results[2:]), [r.verdict for r in results[2:]]
     assert lag < 1.0, f"the event loop stalled for {lag:.2f} s while the judge was flooded"
     ok = sb.judge(_assert("def f():\n    return {1, 2}\n", "assert f() == {1, 2}"))
-    assert ok.verdict is Verdict.correct, [(t.verdict, t.stderr[-300:]) for t in ok.tests]
+    assert ok.verdict is Status.correct, [(t.verdict, t.stderr[-300:]) for t in ok.tests]
     every_slot_correct(sb)
 
 
 # ---- the host's own caps, without a sandbox --------------------------------------------------------
+
 
 def test_a_frame_over_the_host_cap_is_drained_and_is_output_limit() -> None:
     async def run() -> tuple[dict, dict]:

@@ -1,7 +1,7 @@
 """Fixtures of the trainer tests: a small random policy, reward plug-ins, data files, run helpers.
 
 The policy is a 2-layer Qwen2 with a BPE tokenizer trained on the toy prompts (built once per
-session with mucode.assets.tiny_build, no warm-up): its responses are random,
+session with mucode.train.tiny_build, no warm-up): its responses are random,
 so the tests use reward *plug-ins* registered through the real ``mucode.rewards`` entry-point
 group (a dist-info directory on the path) to get mixed rewards, and a plug-in that raises for
 some items to exercise infrastructure failures.
@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 PLUGIN_MODULE = '''
 """Reward plug-ins used by mucode's trainer tests."""
-from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.protocol import Status
+from mucode.rewards.types import Item, Result, RewardContext
 
 
 class ParityReward:
@@ -29,7 +30,7 @@ class ParityReward:
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         good = len(item.response) % 2 == 0
         return Result(id=item.id, reward=float(good),
-                      status=RewardStatus.correct if good else RewardStatus.wrong_answer, details={})
+                      status=Status.correct if good else Status.wrong_answer, details={})
 
 
 class FlakyReward(ParityReward):
@@ -80,7 +81,7 @@ def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random 2-layer policy with the toy tokenizer and chat template, saved in HF format."""
     import torch
 
-    from mucode.assets.tiny_build import build_model, build_tokenizer
+    from mucode.train.tiny_build import build_model, build_tokenizer
     from mucode.data.toy import toy_tasks
 
     corpus = [m["content"] for task in ("math", "code") for r in toy_tasks(task) for m in r.messages]

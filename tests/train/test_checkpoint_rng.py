@@ -59,8 +59,12 @@ def test_pickled_rng_is_refused_and_never_run(tmp_path: Path, monkeypatch: pytes
 def test_legacy_rng_converts(tmp_path: Path) -> None:
     random.seed(7), np.random.seed(8), torch.manual_seed(9)
     path = _save(tmp_path)
-    legacy = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-              "cuda": None}  # the format older mucode wrote
+    legacy = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": None,
+    }  # the format older mucode wrote
     torch.save(legacy, path / "rng.pt")
     expected = _draw()
     with pytest.raises(LegacyCheckpointError):

@@ -18,11 +18,16 @@ from mucode.train.store import StageStore
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' not in line]
+    return [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"event"' not in line
+    ]
 
 
-def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, plugins_on_path: Path,
-                                                             tmp_path: Path) -> None:
+def test_two_stage_run_rho_one_at_first_update_and_outputs(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     run_dir = tmp_path / "run"
     cfg = load_config(None, run_overrides(small_policy, data, run_dir))
@@ -36,8 +41,15 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
     assert first["stale/abs_log_ratio_mean"] < 1e-5
     assert abs(first["stale/ratio_min"] - 1) < 1e-4 and abs(first["stale/ratio_max"] - 1) < 1e-4
     assert first["stale/veto_token_frac"] == 0.0
-    for key in ("reward/mean", "stale/clip_frac_high", "stale/ratio_mean_neg_adv", "stale/approx_kl",
-                "policy/entropy", "optim/grad_norm", "loss/policy"):
+    for key in (
+        "reward/mean",
+        "stale/clip_frac_high",
+        "stale/ratio_mean_neg_adv",
+        "stale/approx_kl",
+        "policy/entropy",
+        "optim/grad_norm",
+        "loss/policy",
+    ):
         assert key in first, key
     # parity rewards are mixed, so the updates move the policy (non-zero gradient)
     assert any(r["optim/grad_norm"] > 0 for r in rows)
@@ -57,7 +69,9 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
     for key in ("time/rollout", "time/verify", "time/optimize", "time/total"):
         assert totals[key] >= 0
     assert (run_dir / "summary.txt").read_text().count("\n") >= 6
-    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' in line]
+    events = [
+        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' in line
+    ]
     assert [e["stage"] for e in events] == [0, 1]
 
     # every key the run logged is defined in the glossary
@@ -78,7 +92,12 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
     from mucode.train.plot import plot_run
 
     paths = plot_run(run_dir)
-    assert {p.name for p in paths} >= {"reward.png", "veto_fraction.png", "clip_fraction.png", "rho_neg_adv.png"}
+    assert {p.name for p in paths} >= {
+        "reward.png",
+        "veto_fraction.png",
+        "clip_fraction.png",
+        "rho_neg_adv.png",
+    }
     assert all(p.stat().st_size > 1000 for p in paths)
 
     # a finished run cannot be "resumed" into 0 updates, and a fresh run will not overwrite it
@@ -88,12 +107,15 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(small_policy: Path, p
         run_training(cfg)
 
 
-def test_verifier_failures_are_retried_charged_and_counted(small_policy: Path, plugins_on_path: Path,
-                                                           tmp_path: Path) -> None:
+def test_verifier_failures_are_retried_charged_and_counted(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "flaky")
     run_dir = tmp_path / "run"
-    cfg = load_config(None, run_overrides(small_policy, data, run_dir, batch__num_stages=1,
-                                          verifier__max_masked_fraction=0.3))
+    cfg = load_config(
+        None,
+        run_overrides(small_policy, data, run_dir, batch__num_stages=1, verifier__max_masked_fraction=0.3),
+    )
     result = run_training(cfg)
 
     store = StageStore.open(run_dir / "stages" / "stage-0000")
@@ -102,24 +124,31 @@ def test_verifier_failures_are_retried_charged_and_counted(small_policy: Path, p
     assert len(failed) == 6
     for s in failed:  # charged to the policy: trained as a failure (reward 0), never left out
         assert not s.masked and s.status == "verifier_error" and s.reward == 0.0
-    assert all(not s.masked and s.status in ("correct", "wrong_answer") for s in samples if s.sample_index != 0)
+    assert all(
+        not s.masked and s.status in ("correct", "wrong_answer") for s in samples if s.sample_index != 0
+    )
     assert result.summary["totals"]["verifier/masked"] == 6
     meta = store.meta["rollout"]
-    assert meta["verifier/masked"] == 6 and meta["verifier/resends"] == 6  # each re-sent once (verifier.retries=1)
+    assert (
+        meta["verifier/masked"] == 6 and meta["verifier/resends"] == 6
+    )  # each re-sent once (verifier.retries=1)
     assert meta["verifier/masked_frac"] == 0.25
     rows = _rows(run_dir)
     assert all(r["batch/masked_responses"] == 0 and r["batch/responses"] == 8 for r in rows)
     assert all(r["stale/responses"] == 8 for r in rows)  # the charged responses are in the loss
 
 
-def test_a_forged_infra_status_never_beats_a_wrong_answer(small_policy: Path, plugins_on_path: Path,
-                                                         tmp_path: Path) -> None:
+def test_a_forged_infra_status_never_beats_a_wrong_answer(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     """In a group where one response is wrong and one makes the verifier fail, both get the same
     (lowest) reward and advantage: failing the verifier earns nothing over being wrong."""
     data = write_tasks(tmp_path / "tasks.jsonl", "flaky")
     run_dir = tmp_path / "run"
-    cfg = load_config(None, run_overrides(small_policy, data, run_dir, batch__num_stages=1,
-                                          verifier__max_masked_fraction=0.3))
+    cfg = load_config(
+        None,
+        run_overrides(small_policy, data, run_dir, batch__num_stages=1, verifier__max_masked_fraction=0.3),
+    )
     run_training(cfg)
     for group in StageStore.open(run_dir / "stages" / "stage-0000").iter_groups():
         forged = [s for s in group.samples if s.status == "verifier_error"]
@@ -130,11 +159,14 @@ def test_a_forged_infra_status_never_beats_a_wrong_answer(small_policy: Path, pl
                 assert f.advantage <= w.advantage + 1e-6
 
 
-def test_a_broken_verifier_stops_the_run_naming_the_cause(small_policy: Path, plugins_on_path: Path,
-                                                          tmp_path: Path) -> None:
+def test_a_broken_verifier_stops_the_run_naming_the_cause(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "broken")
     run_dir = tmp_path / "run"
-    out = CliRunner().invoke(get_app(), ["train", *run_overrides(small_policy, data, run_dir, batch__num_stages=1)])
+    out = CliRunner().invoke(
+        get_app(), ["train", *run_overrides(small_policy, data, run_dir, batch__num_stages=1)]
+    )
     assert out.exit_code == 1, out.output
     lines = [line for line in out.output.splitlines() if line.startswith("stage 0: the verifier failed")]
     assert len(lines) == 1, out.output

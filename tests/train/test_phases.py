@@ -20,8 +20,9 @@ from mucode.train.prepare import open_verifier
 from mucode.train.store import StageStore
 
 
-def test_run_training_uses_the_engine_and_the_verifier_it_is_given(small_policy: Path, plugins_on_path: Path,
-                                                                    tmp_path: Path) -> None:
+def test_run_training_uses_the_engine_and_the_verifier_it_is_given(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     run_dir = tmp_path / "run"
     cfg = load_config(None, run_overrides(small_policy, data, run_dir, rollout__engine="dummy"))
@@ -37,18 +38,28 @@ def test_run_training_uses_the_engine_and_the_verifier_it_is_given(small_policy:
         result = run_training(cfg, verifier=verifier, engine_factory=short)
         assert verifier.pipeline.busy_s > 0  # the groups were scored through the caller's verifier
 
-    assert [(s, str(p)) for s, p, _ in calls] == [(0, str(small_policy)), (1, str(run_dir / "policy" / "stage-0000"))]
-    assert [seed for *_, seed in calls] == [derive_seed(cfg.rollout.seed, SeedPurpose.ROLLOUT_ENGINE, stage=k)
-                                            for k in (0, 1)]
+    assert [(s, str(p)) for s, p, _ in calls] == [
+        (0, str(small_policy)),
+        (1, str(run_dir / "policy" / "stage-0000")),
+    ]
+    assert [seed for *_, seed in calls] == [
+        derive_seed(cfg.rollout.seed, SeedPurpose.ROLLOUT_ENGINE, stage=k) for k in (0, 1)
+    ]
     for k in (0, 1):  # the stored data is that engine's: its lengths and its exact log-probs
-        samples = [s for g in StageStore.open(run_dir / "stages" / f"stage-{k:04d}").iter_groups() for s in g.samples]
+        samples = [
+            s for g in StageStore.open(run_dir / "stages" / f"stage-{k:04d}").iter_groups() for s in g.samples
+        ]
         assert len(samples) == 24 and all(1 <= len(s.response_tokens) <= 2 for s in samples)
         for s in samples:
-            assert s.behaviour_logprobs == pytest.approx([float(logp[t]) for t in s.response_tokens], abs=1e-5)
+            assert s.behaviour_logprobs == pytest.approx(
+                [float(logp[t]) for t in s.response_tokens], abs=1e-5
+            )
     assert result.state.global_update == 6 and result.summary["totals"]["updates"] == 6
 
 
-def test_ranks_other_than_0_say_and_write_nothing(small_policy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ranks_other_than_0_say_and_write_nothing(
+    small_policy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     cfg = load_config(None, run_overrides(small_policy, data, tmp_path / "run"))
     weights = {"w": torch.ones(2)}
@@ -73,12 +84,24 @@ def test_ranks_other_than_0_say_and_write_nothing(small_policy: Path, tmp_path: 
     main_dir = tmp_path / "main"
     assert use(run_output(cfg, main_dir, is_main=True), main_dir)["totals"] == {"updates": 1}
     assert "stage 0 done" in capsys.readouterr().out
-    assert {p.name for p in main_dir.iterdir()} >= {"config.yaml", "batch_plan.json", "metrics.jsonl", "checkpoints",
-                                                      "summary.json", "summary.txt"}
+    assert {p.name for p in main_dir.iterdir()} >= {
+        "config.yaml",
+        "batch_plan.json",
+        "metrics.jsonl",
+        "checkpoints",
+        "summary.json",
+        "summary.txt",
+    }
     saved = run_output(cfg, main_dir, is_main=True).checkpoints
     latest = saved.latest()
     assert latest is not None
     checkpoint = saved.load(latest)
     assert isinstance(checkpoint, Checkpoint) and checkpoint.path == latest
     assert checkpoint.state.global_update == 1 and torch.equal(checkpoint.model["w"], weights["w"])
-    assert checkpoint.optimizer == {} and set(checkpoint.rng) == {"format", "python", "numpy", "torch", "cuda"}
+    assert checkpoint.optimizer == {} and set(checkpoint.rng) == {
+        "format",
+        "python",
+        "numpy",
+        "torch",
+        "cuda",
+    }

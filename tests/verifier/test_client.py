@@ -21,7 +21,7 @@ import pytest
 from mucode.rewards.registry import ProgramRegistry
 from mucode.verifier.client import VerifierClient, VerifierRequestError
 from mucode.verifier.core import Verifier
-from mucode.verifier.protocol import Item, Result, Status
+from mucode.protocol import Item, Result, Status
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 from mucode.verifier.settings import VerifierSettings
 
@@ -34,7 +34,10 @@ def _dead_url() -> str:
 
 
 def _items(n: int) -> list[dict]:
-    return [{"id": str(i), "program": "math", "response": f"\\boxed{{{i % 3}}}", "spec": {"answer": "1"}} for i in range(n)]
+    return [
+        {"id": str(i), "program": "math", "response": f"\\boxed{{{i % 3}}}", "spec": {"answer": "1"}}
+        for i in range(n)
+    ]
 
 
 class CountingProgram:
@@ -65,7 +68,9 @@ def counting() -> Iterator[tuple[str, CountingProgram]]:
     from mucode.verifier.app import create_app
 
     program = CountingProgram()
-    settings = VerifierSettings(backend="local", programs=["counting"], run_code=False, host="127.0.0.1", port=0)
+    settings = VerifierSettings(
+        backend="local", programs=["counting"], run_code=False, host="127.0.0.1", port=0
+    )
     app = create_app(verifier=Verifier(settings, registry=ProgramRegistry({"counting": program})))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -84,14 +89,20 @@ def counting() -> Iterator[tuple[str, CountingProgram]]:
 
 
 @pytest.mark.parametrize("retries", [0, 1, 3])
-@pytest.mark.parametrize("crash", [{"status": "sandbox_error"}, {"status": "verifier_error"}, {"raise": True}],
-                         ids=["sandbox_error", "verifier_error", "program_raises"])
+@pytest.mark.parametrize(
+    "crash",
+    [{"status": "sandbox_error"}, {"status": "verifier_error"}, {"raise": True}],
+    ids=["sandbox_error", "verifier_error", "program_raises"],
+)
 def test_a_crashing_item_is_sent_exactly_one_plus_retries_times(
-        counting: tuple[str, CountingProgram], retries: int, crash: dict, caplog: pytest.LogCaptureFixture) -> None:
+    counting: tuple[str, CountingProgram], retries: int, crash: dict, caplog: pytest.LogCaptureFixture
+) -> None:
     url, program = counting
     tag = f"{retries}-{'-'.join(map(str, crash.values()))}"
-    items = [Item(id=f"crash-{tag}", program="counting", response="x", spec=crash),
-             Item(id=f"fine-{tag}", program="counting", response="x")]
+    items = [
+        Item(id=f"crash-{tag}", program="counting", response="x", spec=crash),
+        Item(id=f"fine-{tag}", program="counting", response="x"),
+    ]
     caplog.set_level(logging.INFO, logger="mucode.verifier.client")
     with VerifierSession(url, retries=retries, backoff_s=0.01) as session:
         scored = session.score(items)
@@ -105,20 +116,28 @@ def test_a_crashing_item_is_sent_exactly_one_plus_retries_times(
     # charged to the program: its status kept, reward 0.0, marked and counted
     assert crashed.reward == 0.0 and crashed.details["charged"] is True and "charged" not in fine.details
     assert scored.charged == 1 and stats.charged == 1
-    assert f"after {1 + retries} sends (1 + {retries} re-sends, retries={retries}) and are charged" in caplog.text
+    assert (
+        f"after {1 + retries} sends (1 + {retries} re-sends, retries={retries}) and are charged"
+        in caplog.text
+    )
 
 
 def test_an_infra_status_claiming_a_reward_is_charged_zero(counting: tuple[str, CountingProgram]) -> None:
     url, _ = counting
-    forged = Item(id="crash-forged", program="counting", response="x", spec={"status": "sandbox_error", "reward": 1.0})
+    forged = Item(
+        id="crash-forged", program="counting", response="x", spec={"status": "sandbox_error", "reward": 1.0}
+    )
     with VerifierSession(url, retries=1, backoff_s=0.01) as session:
         (result,) = session.verify([forged])
-    assert result.status is Status.sandbox_error and result.reward == 0.0 and result.details["charged"] is True
+    assert (
+        result.status is Status.sandbox_error and result.reward == 0.0 and result.details["charged"] is True
+    )
 
 
 @pytest.mark.parametrize("retries", [0, 2])
-def test_a_failing_connection_is_sent_exactly_one_plus_retries_times(retries: int,
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_connection_is_sent_exactly_one_plus_retries_times(
+    retries: int, caplog: pytest.LogCaptureFixture
+) -> None:
     """A server that answers 503 to everything: every request is one send of the item, counted there."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -136,18 +155,26 @@ def test_a_failing_connection_is_sent_exactly_one_plus_retries_times(retries: in
                 while b"\r\n\r\n" not in data:
                     data += conn.recv(65536)
                 head, _, rest = data.partition(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length")))
+                length = int(
+                    next(
+                        line.split(b":")[1]
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    )
+                )
                 while len(rest) < length:
                     rest += conn.recv(65536)
                 requests.append(rest)
-                conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbusy")
+                conn.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbusy"
+                )
 
     threading.Thread(target=refuse, daemon=True).start()
     caplog.set_level(logging.INFO, logger="mucode.verifier.client")
     try:
-        with VerifierSession(f"http://127.0.0.1:{server.getsockname()[1]}", retries=retries,
-                             backoff_s=0.01) as session:
+        with VerifierSession(
+            f"http://127.0.0.1:{server.getsockname()[1]}", retries=retries, backoff_s=0.01
+        ) as session:
             (result,) = session.verify(_items(1))
             stats = session.stats
     finally:
@@ -161,7 +188,8 @@ def test_a_failing_connection_is_sent_exactly_one_plus_retries_times(retries: in
 
 @pytest.mark.parametrize("retries", [0, 2])
 def test_the_trainer_and_the_evaluators_send_a_crashing_item_1_plus_n_times_too(
-        counting: tuple[str, CountingProgram], retries: int) -> None:
+    counting: tuple[str, CountingProgram], retries: int
+) -> None:
     """The trainer's pipeline and the evaluators' judge add no retry loop of their own: the same
     1 + N sends reach the service, and the trainer's ``verifier/resends`` figure says N."""
     from mucode.eval.judge import Part, VerifierOptions, judge_parts
@@ -169,7 +197,12 @@ def test_the_trainer_and_the_evaluators_send_a_crashing_item_1_plus_n_times_too(
     from mucode.train.verify import VerifyPipeline
 
     url, program = counting
-    crash = {"id": f"crash-train-{retries}", "program": "counting", "response": "x", "spec": {"status": "sandbox_error"}}
+    crash = {
+        "id": f"crash-train-{retries}",
+        "program": "counting",
+        "response": "x",
+        "spec": {"status": "sandbox_error"},
+    }
     fine = {"id": f"fine-train-{retries}", "program": "counting", "response": "x"}
     with VerifyPipeline([url], retries=retries, backoff_s=0.01) as pipeline:
         pipeline.submit("group", [crash, fine])
@@ -179,29 +212,45 @@ def test_the_trainer_and_the_evaluators_send_a_crashing_item_1_plus_n_times_too(
     assert group.rewards == [0.0, 1.0] and group.statuses == ["sandbox_error", "correct"]
     assert pipeline.resends == retries and group.retries == retries and pipeline.infra_failures == 1
 
-    parts = [Part(f"crash-eval-{retries}", 0, "only", {"program": "counting", "response": "x",
-                                                      "spec": {"status": "verifier_error"}}),
-             Part(f"fine-eval-{retries}", 0, "only", {"program": "counting", "response": "y"})]
+    parts = [
+        Part(
+            f"crash-eval-{retries}",
+            0,
+            "only",
+            {"program": "counting", "response": "x", "spec": {"status": "verifier_error"}},
+        ),
+        Part(f"fine-eval-{retries}", 0, "only", {"program": "counting", "response": "y"}),
+    ]
     verdicts = judge_parts(parts, RunStore(None, {}), VerifierOptions(urls=[url], retries=retries))
-    sent = {item_id: n for item_id, n in program.calls.items() if str(item_id).endswith(f"-eval-{retries}#0#only")}
+    sent = {
+        item_id: n for item_id, n in program.calls.items() if str(item_id).endswith(f"-eval-{retries}#0#only")
+    }
     assert sent == {f"crash-eval-{retries}#0#only": 1 + retries, f"fine-eval-{retries}#0#only": 1}
     assert verdicts[(f"crash-eval-{retries}", 0, "only")]["status"] == "verifier_error"
-    assert verdicts[(f"crash-eval-{retries}", 0, "only")]["reward"] == 0.0  # charged: a failure, never left out
+    assert (
+        verdicts[(f"crash-eval-{retries}", 0, "only")]["reward"] == 0.0
+    )  # charged: a failure, never left out
 
 
 def test_no_resend_starts_after_the_retry_window(counting: tuple[str, CountingProgram]) -> None:
     url, program = counting
     with VerifierSession(url, retries=50, retry_window_s=0.0, backoff_s=0.01) as session:
-        scored = session.score([Item(id="crash-window", program="counting", response="x",
-                                     spec={"status": "sandbox_error"})])
+        scored = session.score(
+            [Item(id="crash-window", program="counting", response="x", spec={"status": "sandbox_error"})]
+        )
     assert program.calls["crash-window"] == 1 and scored.sends == [1]
 
 
 def test_strict_verify_raises_instead_of_returning_a_reward(counting: tuple[str, CountingProgram]) -> None:
     url, _ = counting
-    with VerifierSession(url, retries=0) as session, pytest.raises(VerifierUnavailableError, match="crash-strict"):
-        session.verify([Item(id="crash-strict", program="counting", response="x", spec={"status": "sandbox_error"})],
-                       strict=True)
+    with (
+        VerifierSession(url, retries=0) as session,
+        pytest.raises(VerifierUnavailableError, match="crash-strict"),
+    ):
+        session.verify(
+            [Item(id="crash-strict", program="counting", response="x", spec={"status": "sandbox_error"})],
+            strict=True,
+        )
 
 
 def test_batches_come_back_in_order(math_url: str) -> None:
@@ -225,7 +274,9 @@ def test_user_mistakes_raise_and_are_not_retried(math_url: str) -> None:
         assert err.value.status_code == 422
         assert session.stats.sends == 1, "a 4xx must not be retried"
         with pytest.raises(VerifierRequestError, match=r"items\[0\]\.response: Field required"):
-            session.verify([{"program": "math", "spec": {"answer": 1}}])  # not an item: refused before sending
+            session.verify(
+                [{"program": "math", "spec": {"answer": 1}}]
+            )  # not an item: refused before sending
         assert session.stats.sends == 1
 
 
@@ -258,11 +309,19 @@ def test_items_with_infrastructure_status_are_resent_alone() -> None:
     from mucode.verifier.local import local_verifier
 
     # item_timeout_s below the math limit: the slow item comes back verifier_error (infrastructure).
-    with local_verifier("local", programs=["math"], run_code=False, math_workers=2, math_timeout_s=1.0,
-                        item_timeout_s=0.3) as url:
+    with local_verifier(
+        "local", programs=["math"], run_code=False, math_workers=2, math_timeout_s=1.0, item_timeout_s=0.3
+    ) as url:
         with VerifierSession(url, retries=2, backoff_s=0.01) as session:
-            items = [{"id": "slow", "program": "math", "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "spec": {"answer": 1}},
-                     {"id": "fast", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}}]
+            items = [
+                {
+                    "id": "slow",
+                    "program": "math",
+                    "response": "\\boxed{9^{9^{9^{9^{9}}}}}",
+                    "spec": {"answer": 1},
+                },
+                {"id": "fast", "program": "math", "response": "\\boxed{1}", "spec": {"answer": 1}},
+            ]
             results = session.verify(items)
         metrics = httpx.get(f"{url}/metrics").text
 
@@ -298,4 +357,6 @@ def test_a_dropped_session_closes_its_connections_and_thread(math_url: str) -> N
         del session
         gc.collect()
     assert not any(t.name == "mucode-test-dropped" for t in threading.enumerate())
-    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [
+        str(w.message) for w in caught
+    ]

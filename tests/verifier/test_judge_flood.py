@@ -13,23 +13,30 @@ import httpx
 import pytest
 
 from mucode.verifier.local import local_verifier
-from mucode.verifier.protocol import INFRA_STATUSES
+from mucode.protocol import INFRA_STATUSES
 from mucode.verifier.session import VerifierSession
 
 HOST_PIDNS = os.readlink("/proc/self/ns/pid")
-GUARD = f'''import os, sys
+GUARD = f"""import os, sys
 if os.getuid() == 0 or os.geteuid() == 0 or os.readlink("/proc/self/ns/pid") == {HOST_PIDNS!r}:
     print("UNSAFE: refusing to run the hostile part as root or in the host pid namespace")
     sys.exit(99)
-'''
+"""
 COLLIDING = GUARD + "def f():\n    m = 2 ** 61 - 1\n    return {k * m for k in range(1, 14001)}\n"
-DEEP = GUARD + "sys.setrecursionlimit(100000)\ndef f():\n    x = [1]\n    for _ in range(5000):\n        x = [x]\n    return x\n"
+DEEP = (
+    GUARD
+    + "sys.setrecursionlimit(100000)\ndef f():\n    x = [1]\n    for _ in range(5000):\n        x = [x]\n    return x\n"
+)
 LARGE = GUARD + "def f():\n    return [[k, str(k)] for k in range(300000)]\n"
 
 
 def _code(item_id: str, program: str, tests: dict, time_limit_s: float = 30) -> dict:
-    return {"id": item_id, "program": "code", "response": f"```python\n{program}```",
-            "spec": {"tests": tests, "time_limit_s": time_limit_s, "checker": "exact"}}
+    return {
+        "id": item_id,
+        "program": "code",
+        "response": f"```python\n{program}```",
+        "spec": {"tests": tests, "time_limit_s": time_limit_s, "checker": "exact"},
+    }
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the local sandbox backend needs root (CI runs as root)")
@@ -39,8 +46,14 @@ def test_healthz_and_neighbours_keep_their_latency_while_one_program_floods_the_
         _code("deep", DEEP, {"format": "call", "fn_name": "f", "inputs": [""], "outputs": ["[1]"]}),
         _code("large", LARGE, {"format": "call", "fn_name": "f", "inputs": [""], "outputs": ["[]"]}),
     ]
-    correct = [_code(f"ok{i}", "print(sum(map(int, input().split())))\n",
-                     {"format": "stdio", "inputs": [f"{i} 1\n"], "outputs": [f"{i + 1}\n"]}) for i in range(4)]
+    correct = [
+        _code(
+            f"ok{i}",
+            "print(sum(map(int, input().split())))\n",
+            {"format": "stdio", "inputs": [f"{i} 1\n"], "outputs": [f"{i + 1}\n"]},
+        )
+        for i in range(4)
+    ]
     with local_verifier("local", programs=["code"], backend_options={"slots": 4, "uid_base": 61700}) as url:
         latencies: list[float] = []
         stop = threading.Event()
