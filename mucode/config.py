@@ -229,7 +229,12 @@ class VerifierConfig(_Section):
     """Per-request timeout."""
     retries: int = Field(3, ge=0)
     """Re-sends of an item after an infrastructure failure, counted once per item, across HTTP and
-    service-side failures (an item is sent at most 1 + retries times), then masked out."""
+    service-side failures (an item is sent at most 1 + retries times), then charged to the policy:
+    trained as a failure (reward 0), never left out."""
+    max_masked_fraction: float = Field(0.05, ge=0.0, le=1.0)
+    """The run stops (resumable, one-line error naming the cause) when more than this fraction of a
+    stage's responses were charged after every retry (``verifier/masked_frac``): past it the
+    verifier, not the policy, is failing. 1.0 never stops."""
 
     _url_list = field_validator("url", mode="before")(_as_list)
 

@@ -3,8 +3,9 @@ evaluators, integrations) speaks it, and it imports nothing of mucode.
 
 - ``Status``: why a result (or one sandbox test) has the reward it has; the one status enum of mucode.
 - ``INFRA_STATUSES`` / ``is_infra``: the two *infrastructure* statuses (``verifier_error``,
-  ``sandbox_error``) say "the verifier could not decide": no reward signal, masked by a trainer,
-  re-sent by the client, never trained on as a 0.
+  ``sandbox_error``) say "the verifier could not decide": re-sent by the client, and when they
+  persist after the retries, *charged* to the program (reward 0.0, ``details["charged"]``): trained
+  and counted as a failure, never left out, so that making the verifier fail never pays.
 - ``Item`` (one response to score) and ``Result`` (its verdict). The HTTP bodies built from them
   (``VerifyRequest``, ``VerifyResponse``, ``ErrorResponse``) are the service's, in
   ``mucode.verifier.schemas``.
@@ -44,7 +45,7 @@ class Status(str, Enum):
 
 
 INFRA_STATUSES: frozenset[Status] = frozenset({Status.verifier_error, Status.sandbox_error})
-"""Statuses that mean "the verifier could not decide": never a reward, masked by the trainer.
+"""Statuses that mean "the verifier could not decide": never a reward; charged as failures after the retries.
 Members compare equal to their string values, so ``"sandbox_error" in INFRA_STATUSES`` holds."""
 
 

@@ -137,10 +137,11 @@ class Common:
         if self.markdown is not None:
             self.markdown.parent.mkdir(parents=True, exist_ok=True)
             self.markdown.write_text(table + "\n")
-        errors = sum(v.get("infra_errors", 0) for v in report.values() if isinstance(v, dict))
+        errors = sum(v.get("charged", 0) for v in report.values() if isinstance(v, dict))
         if errors:
             say(
-                f"warning: {errors} samples could not be verified (infrastructure errors); they are not counted"
+                f"warning: {errors} samples could not be verified (infrastructure errors after the retries); "
+                "they count as failures (`charged` in the report): check the verifier and rerun to verify them again"
             )
         check_partial(report, self.allow_partial)
 

@@ -16,6 +16,7 @@ from mucode.config import ConfigError
 from mucode.train.export import CheckpointError, export_checkpoint
 from mucode.train.plot import plot_run
 from mucode.train.report import load_run, plot_accuracy, render_report
+from mucode.train.verify import VerifierFailureError  # lazy: torch
 
 __all__ = ["register"]
 
@@ -65,6 +66,9 @@ def train(
     except (ResumeError, ConfigError) as err:
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
+    except VerifierFailureError as err:  # the verifier failed too often: stop, resumable
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
     if plot:
         paths = plot_run(result.run_dir)
         typer.echo(f"plots: {', '.join(str(p) for p in paths)}")

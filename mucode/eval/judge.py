@@ -6,7 +6,8 @@ two, its base and its plus tests). A part whose item is None was decided without
 chunk's verdicts are appended to the run store as soon as they come back, so an interrupted run loses
 at most the chunks in flight. Items the verifier could not judge (infrastructure statuses) are
 re-sent by the session's one retry layer (`VerifierOptions.retries`: re-sends per item, counted
-once per item, across HTTP and service-side failures), then reported as such, never as a score.
+once per item, across HTTP and service-side failures), then charged: reward 0.0 with their status
+kept, counted as failures and reported (`charged` in the report), never left out.
 
 `StreamingJudge` does this on a `VerifierSession` (a background event loop), so the evaluators send
 each group of samples as soon as the engine finishes it and verification overlaps generation. With no URL, a
@@ -250,7 +251,7 @@ class StreamingJudge:
                 "index": part.index,
                 "part": part.part,
                 "sha": sha,
-                "reward": None if result.infra else float(result.reward),
+                "reward": 0.0 if result.infra else float(result.reward),  # charged
                 "status": result.status.value,
             }
             head = _last_stdout_head(result.details)

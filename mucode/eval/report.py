@@ -4,13 +4,16 @@ A report is a dict keyed by benchmark name. Each entry holds `pass@1` (a fractio
 `pass@k` for every k up to the samples per problem, plus counts and breakdowns:
 
     {"math500": {"pass@1": 0.41, "pass@2": 0.52, "n_problems": 500, "samples_per_problem": 4,
-                 "n_samples": 2000, "n_correct": 820, "infra_errors": 0,
+                 "n_samples": 2000, "n_correct": 820, "charged": 0, "infra_errors": 0,
                  "statuses": {"correct": 820, "wrong_answer": 1100, "no_answer": 80}}, ...}
 
-Samples whose verification failed for infrastructure reasons (`verifier_error`, `sandbox_error`)
-are not scores: they are left out of n for their problem and counted in `infra_errors`; a problem
-with fewer than k scored samples is left out of pass@k (`pass@k` then averages fewer problems, and
-`n_problems_at_k` says how many when that happens).
+Samples whose verification still failed for infrastructure reasons after the retries
+(`verifier_error`, `sandbox_error`) are *charged* to the model: they count in n as failures, never
+left out (leaving them out would let a model raise its pass@k by making the verifier fail on its
+wrong samples), and their number is reported as `charged` (also `infra_errors`, its older name). A
+rerun with the same run directory verifies them again (they are never cached). A problem with fewer
+than k samples is left out of pass@k (`pass@k` then averages fewer problems, and `n_problems_at_k`
+says how many when that happens).
 """
 
 from __future__ import annotations
@@ -41,7 +44,13 @@ class ProblemOutcome:
 
     @property
     def n(self) -> int:
-        return sum(s not in INFRA_STATUSES for s in self.statuses)
+        """Every sample, charged ones included (they are failures)."""
+        return len(self.statuses)
+
+    @property
+    def charged(self) -> int:
+        """Samples the verifier could not judge after its retries (counted as failures)."""
+        return sum(s in INFRA_STATUSES for s in self.statuses)
 
     @property
     def c(self) -> int:
@@ -75,7 +84,8 @@ def summarize(
         samples_per_problem=samples_per_problem,
         n_samples=sum(len(o.statuses) for o in outcomes),
         n_correct=statuses.get("correct", 0),
-        infra_errors=sum(statuses.get(s, 0) for s in INFRA_STATUSES),
+        charged=sum(o.charged for o in outcomes),
+        infra_errors=sum(o.charged for o in outcomes),
         statuses=dict(sorted(statuses.items())),
     )
     for label in breakdowns:

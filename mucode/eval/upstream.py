@@ -104,7 +104,7 @@ def write_lcb_eval(
         )
         results[str(index)] = [[_lcb_result(s)] for s in statuses]
         metadata.append([{"status": s} for s in statuses])
-        counts.append((len(scored), sum(s == "correct" for s in scored)))
+        counts.append((len(statuses), sum(s == "correct" for s in scored)))  # charged samples are failures
     metrics: dict[str, Any] = {"detail": {}}
     n_min = min((n for n, _ in counts), default=0)
     for k in (1, 5, 10, 20, 40, 50, 75, 100, 125, 150, 200, 500, 1000):

@@ -4,19 +4,20 @@ spec: ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "time_li
 "memory_limit_mb"?, "extract"?: "last_fence"|"none"|"evalplus", "language"?}``. Extra fields pass
 through untouched. The job runs with ``stop_on_first_failure`` (a binary reward needs no more), so
 ``details.tests`` lists the tests run up to the first failure. A sandbox infrastructure failure comes
-back as ``sandbox_error``: no reward signal, masked by the trainer.
+back as ``sandbox_error`` (re-sent by the client, charged as a failure when it persists); what goes
+wrong while judging what the program produced is that program's verdict, never an infrastructure
+status (``mucode.sandbox.pooled``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mucode.protocol import Status
-from mucode.rewards.extract import EXTRACTORS, extract_code
+from mucode.rewards.extract import EXTRACTORS, extract_code_async
 from mucode.rewards.types import Item, Result, RewardContext
 from mucode.sandbox.checkers import CHECKERS
 from mucode.sandbox.types import CodeJob, JobResult, TestSpec
@@ -94,17 +95,12 @@ class CodeReward:
 
     async def score(self, item: Item, ctx: RewardContext) -> Result:
         spec = CodeSpec.model_validate(item.spec)
-        # in a worker thread: a long response must not hold the service's event loop
-        program = await asyncio.to_thread(
-            extract_code, item.response, spec.extract, spec.tests.entry_point or spec.tests.fn_name
+        # off the event loop (a thread; evalplus's sanitizer in its own bounded processes)
+        program, why = await extract_code_async(
+            item.response, spec.extract, spec.tests.entry_point or spec.tests.fn_name
         )
         if program is None:
-            return Result(
-                id=item.id,
-                reward=0.0,
-                status=Status.no_code,
-                details={"error": f"no code found with extract={spec.extract!r}"},
-            )
+            return Result(id=item.id, reward=0.0, status=Status.no_code, details={"error": why})
         if ctx.sandbox is None:
             return Result.infra_failure(
                 item.id, Status.verifier_error, "this verifier was started without a sandbox"
@@ -120,6 +116,14 @@ class CodeReward:
         )
         try:
             outcome = await ctx.sandbox.judge(job)
+        except (RecursionError, MemoryError) as exc:  # only the program's data gets the judge this far
+            status = Status.memory_limit if isinstance(exc, MemoryError) else Status.runtime_error
+            return Result(
+                id=item.id,
+                reward=0.0,
+                status=status,
+                details={"error": f"judging the program's output failed: {type(exc).__name__}"},
+            )
         except Exception as exc:  # noqa: BLE001 - a backend failure is infrastructure, never a reward
             return Result.infra_failure(
                 item.id, Status.sandbox_error, f"sandbox backend failed: {exc!r}"[:1000]

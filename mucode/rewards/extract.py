@@ -25,33 +25,49 @@
   whose fences start their lines with three backticks (what models write) both give the same code.
 - ``none``: the response as it is.
 - ``evalplus``: evalplus's sanitizer (keeps the imports, the entry point and what it depends on);
-  needs the optional ``evalplus`` package.
+  needs the optional ``evalplus`` package. It is super-linear (about cubic in the lines of an
+  unfenced response: 200 lines of ``x = 1`` take half a minute), so :func:`extract_code_async` runs
+  it in a process pool of its own (``SANITIZER_WORKERS`` workers, never the shared thread pool),
+  with ``SANITIZE_CPU_S`` of CPU and ``SANITIZE_MEMORY_MB`` per response; a response of more than
+  ``MAX_SANITIZE_LINES`` lines, or one the sanitizer cannot finish within those limits, holds no code.
 
 Limits: a response longer than ``MAX_RESPONSE_CHARS`` holds no code (no model writes 4 Mi characters
 within its context; such a response is noise or an attack). ``last_fence`` is one pass over the lines
 plus a binary search per candidate closing fence (O(n log n) at worst, linear in practice).
-Callers in the service run extraction in a worker thread, off the event loop.
+Callers in the service use :func:`extract_code_async`: a worker thread for the linear extractors,
+the sanitizer's own processes for ``evalplus``; never the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import importlib.util
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from mucode.registry import Registry
+from mucode.sandbox.judging import JudgeFault, JudgePool
 
 __all__ = [
     "EXTRACTORS",
     "MAX_RESPONSE_CHARS",
+    "MAX_SANITIZE_LINES",
     "Extractor",
     "extract_code",
+    "extract_code_async",
     "last_fenced_block",
     "scan_fences",
 ]
 
 MAX_RESPONSE_CHARS = 4 * 1024 * 1024
 """Responses longer than this hold no code, whatever the extractor."""
+MAX_SANITIZE_LINES = 2000
+"""Responses with more lines hold no code for ``evalplus`` (its sanitizer is super-linear)."""
+SANITIZE_CPU_S = 10.0
+SANITIZE_MEMORY_MB = 1024
+SANITIZER_WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,10 @@ def whole_response(response: str, entry_point: str | None = None) -> str | None:
 
 
 def evalplus_sanitize(response: str, entry_point: str | None = None) -> str | None:
+    """evalplus's sanitizer, in the calling thread (unbounded in time: the service uses
+    :func:`extract_code_async`); over ``MAX_SANITIZE_LINES`` lines: no code."""
+    if response.count("\n") >= MAX_SANITIZE_LINES:
+        return None
     try:
         from evalplus.sanitize import sanitize  # lazy: evalplus
     except ImportError as exc:
@@ -142,3 +162,37 @@ def extract_code(response: str, method: str = "last_fence", entry_point: str | N
         return None
     code = extractor(response, entry_point)
     return code if code and code.strip() else None
+
+
+_sanitizer: JudgePool | None = None
+_sanitizer_lock = threading.Lock()
+
+
+def _sanitizer_pool() -> JudgePool:
+    global _sanitizer
+    with _sanitizer_lock:
+        if _sanitizer is None:
+            _sanitizer = JudgePool(SANITIZER_WORKERS, cpu_s=SANITIZE_CPU_S, memory_mb=SANITIZE_MEMORY_MB)
+        return _sanitizer
+
+
+async def extract_code_async(
+    response: str, method: str = "last_fence", entry_point: str | None = None
+) -> tuple[str | None, str]:
+    """``extract_code`` off the event loop, and why there is no code ("" when there is): the linear
+    extractors in a worker thread, ``evalplus`` in the sanitizer's own bounded processes."""
+    if method != "evalplus":
+        code = await asyncio.to_thread(extract_code, response, method, entry_point)
+        return code, "" if code is not None else f"no code found with extract={method!r}"
+    EXTRACTORS.get(method)
+    if importlib.util.find_spec("evalplus") is None:
+        raise RuntimeError("spec.extract='evalplus' needs the evalplus package: pip install 'mucode[eval]'")
+    if len(response) > MAX_RESPONSE_CHARS or response.count("\n") >= MAX_SANITIZE_LINES:
+        return None, f"the response is over the evalplus sanitizer's cap of {MAX_SANITIZE_LINES} lines"
+    try:
+        code = await _sanitizer_pool().call(__name__, "evalplus_sanitize", response, entry_point)
+    except JudgeFault as fault:
+        return None, f"the evalplus sanitizer could not finish on this response: {fault}"
+    if not (code and code.strip()):
+        return None, "no code found with extract='evalplus'"
+    return code, ""

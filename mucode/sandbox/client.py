@@ -6,19 +6,31 @@ socket ``<name>.ctl``. Frames are written and read by the executor's own standar
 ``protocol`` module (shipped in this package), so both sides speak one implementation of the wire
 format. ``SlotPool`` hands out free slots across endpoints, so a backend never queues more jobs on
 an executor than it has slots.
+
+A job's reply frames carry what the program produced, so they are read here under the host's own
+caps (``mucode.sandbox.judging``): a frame over ``MAX_FRAME_BYTES`` is drained unread and becomes
+the test's ``output_limit``; a frame the host cannot decode because of the program's data (nested
+too deeply, too large for memory) becomes its ``runtime_error`` / ``memory_limit``. Decoding is the
+caller's (``Endpoint.run``'s ``decode``), so large frames can be decoded off the event loop. Only
+what the program cannot cause (no connection, a broken frame header, bad JSON from the executor, a
+deadline) is an ``ExecutorError``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mucode.sandbox.executor.protocol import ProtocolError, read_frame, write_frame
+from mucode.sandbox.executor.protocol import HEADER, ProtocolError, decode_body, read_frame, write_frame
+from mucode.sandbox.judging import MAX_FRAME_BYTES
 
 Frame = dict[str, Any]
+Decode = Callable[[bytes], Awaitable[Frame]]
+"""Turns one reply frame's body into a frame (may run off the loop; returns a program-verdict frame
+for a body the program made undecodable; raises ``ProtocolError`` for one the executor broke)."""
 
 
 class ExecutorError(Exception):
@@ -44,6 +56,57 @@ async def _recv(reader: asyncio.StreamReader) -> Frame:
     if frame is None:
         raise ExecutorError("executor closed the connection mid-job")
     return frame
+
+
+def program_fault(status: str, message: str) -> Frame:
+    """A test frame for a reply the host refused or could not decode because of the program's data."""
+    return {
+        "ev": "test",
+        "status": status,
+        "stdout": "",
+        "stderr": message,
+        "message": message,
+        "limit_hit": "output" if status == "output_limit" else None,
+    }
+
+
+def decode_inline(body: bytes) -> Frame:
+    """``decode_body`` on the caller's thread, with the program's faults turned into its verdicts."""
+    try:
+        frame: Frame = decode_body(body)
+        return frame
+    except RecursionError:
+        return program_fault(
+            "runtime_error", "the program's output is nested too deeply for the host to decode"
+        )
+    except MemoryError:
+        return program_fault("memory_limit", "the program's output does not fit the host's memory")
+
+
+async def _decode_inline(body: bytes) -> Frame:
+    return decode_inline(body)
+
+
+async def _recv_reply(reader: asyncio.StreamReader, decode: Decode) -> Frame:
+    """The next reply frame of a job, under the host's size cap (see the module docstring)."""
+    try:
+        head = await reader.readexactly(HEADER.size)
+        (length,) = HEADER.unpack(head)
+        if length > MAX_FRAME_BYTES:
+            left = length
+            while left:  # drain it: the stream stays in step and nothing is decoded
+                left -= len(await reader.readexactly(min(left, 1 << 20)))
+            return program_fault(
+                "output_limit",
+                f"the test's reply of {length} bytes is over the host's cap of {MAX_FRAME_BYTES} bytes",
+            )
+        body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        raise ExecutorError("executor closed the connection mid-job") from None
+    try:
+        return await decode(body)
+    except ProtocolError as exc:
+        raise ExecutorError(f"executor broke the protocol: {exc}") from None
 
 
 def ctl_path_for(socket_path: str | Path) -> Path:
@@ -88,9 +151,17 @@ class Endpoint:
             await asyncio.sleep(0.5)
             return await self.ping(timeout_s)
 
-    async def run(self, request: Frame, keep_going: Callable[[Frame], bool], timeout_s: float) -> list[Frame]:
-        """Run one job; ``keep_going(test_frame)`` decides whether the next test runs.
-        Returns the test frames received. Raises ExecutorError on any infrastructure failure."""
+    async def run(
+        self,
+        request: Frame,
+        keep_going: Callable[[Frame], bool],
+        timeout_s: float,
+        decode: Decode = _decode_inline,
+    ) -> list[Frame]:
+        """Run one job; ``keep_going(test_frame)`` decides whether the next test runs. ``decode``
+        turns each reply's body into a frame (default: on the loop, fine for small replies).
+        Returns the test frames received (a test frame without an ``index`` gets its position).
+        Raises ExecutorError on any infrastructure failure."""
         n_tests = max(1, len(request.get("inputs") or []))
         if request.get("mode") == "assert":
             n_tests = 1
@@ -106,7 +177,7 @@ class Endpoint:
             # request to a stuck slot) cannot hold the caller for ever
             await asyncio.wait_for(_send(writer, request), timeout_s)
             while True:
-                frame = await asyncio.wait_for(_recv(reader), timeout_s)
+                frame = await asyncio.wait_for(_recv_reply(reader, decode), timeout_s)
                 ev = frame.get("ev")
                 if ev == "done":
                     return frames
@@ -114,6 +185,7 @@ class Endpoint:
                     raise ExecutorRejected(str(frame.get("message")))
                 if ev != "test":
                     raise ExecutorError(f"{self.name}: unexpected frame {ev!r}")
+                frame.setdefault("index", len(frames))
                 frames.append(frame)
                 if len(frames) >= n_tests:
                     continue  # "done" follows

@@ -3,13 +3,21 @@ requests over a pool of slots, checking outputs here (outside the sandbox), and 
 
 Subclasses provide the executors (``start``/``close``) and react to a failed executor
 (``_executor_failed``): the job that was running there gets ``sandbox_error``, never a verdict.
+
+The line between the program's failure and the backend's: whatever goes wrong while the host
+decodes or judges what the program produced (a reply too large, a value nested too deeply, a judge
+out of memory or CPU) is that program's verdict (``output_limit``, ``runtime_error``/``wrong_answer``,
+``memory_limit``, ``time_limit``), never ``sandbox_error``, which is kept for what the program cannot
+cause (an executor unreachable, a broken frame, a deadline of the executor itself). Replies larger
+than ``judging.INLINE_BYTES`` are decoded and judged in the backend's ``JudgePool`` (worker processes
+under CPU and memory limits), so no program holds the event loop; call results compare by
+``judging.json_equal`` (canonical order, nothing hashed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +27,8 @@ from mucode.protocol import SANDBOX_VERDICTS, Status
 from mucode.sandbox import asserts
 from mucode.sandbox.asserts import AssertPlan
 from mucode.sandbox.checkers import check
-from mucode.sandbox.client import Endpoint, ExecutorError, ExecutorRejected, SlotPool
+from mucode.sandbox.client import Decode, Endpoint, ExecutorError, ExecutorRejected, SlotPool, decode_inline
+from mucode.sandbox.judging import INLINE_BYTES, JudgeFault, JudgePool, cpu_count, json_equal, loads_pairs
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
 
 logger = logging.getLogger(__name__)
@@ -62,16 +71,14 @@ def build_request(job: CodeJob, plan: AssertPlan | None = None) -> dict[str, Any
 
 
 def call_results_equal(expected: str, actual: str, checker: str) -> bool:
-    """call format: the return value's JSON equals the expected JSON (falls back to the checker
-    on the raw strings when the expected output is not JSON)."""
+    """call format: the return value's JSON equals the expected JSON (``judging.json_equal``: objects
+    by sorted keys, nothing hashed, too deep to decode is not equal); falls back to the checker on the raw
+    strings when the expected output is not JSON."""
     try:
-        exp = json.loads(expected)
+        exp = loads_pairs(expected)
     except ValueError:
         return check(checker, expected, actual)
-    try:
-        return bool(json.loads(actual) == exp)
-    except ValueError:
-        return False
+    return json_equal(exp, actual)
 
 
 def to_outcome(frame: dict[str, Any], verdict: Status) -> TestOutcome:
@@ -89,7 +96,47 @@ def to_outcome(frame: dict[str, Any], verdict: Status) -> TestOutcome:
     )
 
 
+_PROGRAM_DATA_ERRORS = (
+    RecursionError,
+    ValueError,
+    TypeError,
+    OverflowError,
+    KeyError,
+    IndexError,
+    UnicodeError,
+    ArithmeticError,
+)
+
+
 def judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None = None) -> TestOutcome:
+    """The test's outcome; a judge that fails on what the program produced is the program's verdict."""
+    if "_outcome" in frame:  # judged already, in a worker (``judge_body``)
+        return frame["_outcome"]  # type: ignore[no-any-return]
+    try:
+        return _judge_frame(job, frame, plan)
+    except MemoryError:
+        return _fault_outcome(frame, Status.memory_limit, "judging the program's output ran out of memory")
+    except _PROGRAM_DATA_ERRORS as exc:
+        return _fault_outcome(
+            frame, Status.wrong_answer, f"the program's output could not be judged: {type(exc).__name__}"
+        )
+
+
+def _fault_outcome(frame: dict[str, Any], verdict: Status, why: str) -> TestOutcome:
+    return to_outcome({**frame, "stdout": "", "stderr": why}, verdict)
+
+
+def judge_body(job: CodeJob, plan: AssertPlan | None, body: bytes) -> dict[str, Any]:
+    """In a judge worker: one reply's body decoded and, for a test, judged. Returns the frame without
+    its bulky fields (``asserts``), the outcome under ``_outcome``."""
+    frame = decode_inline(body)
+    if frame.get("ev") == "test":
+        frame["_outcome"] = judge_frame(job, frame, plan)
+        frame.pop("asserts", None)
+    return frame
+
+
+def _judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None) -> TestOutcome:
     status = frame.get("status")
     t = job.tests
     if t.format == "assert" and plan is not None and status in ("ok", "runtime_error"):
@@ -118,11 +165,16 @@ class PooledBackend:
 
     name = "pooled"
 
-    def __init__(self, *, acquire_timeout_s: float = 600.0, reply_slack_s: float = 90.0) -> None:
+    def __init__(
+        self, *, acquire_timeout_s: float = 600.0, reply_slack_s: float = 90.0, judge: JudgePool | None = None
+    ) -> None:
         """``reply_slack_s``: how long past a test's wall-clock limit (or a compile step's, up to
-        60 s) the executor may take to answer before it counts as hung (``sandbox_error``)."""
+        60 s) the executor may take to answer before it counts as hung (``sandbox_error``).
+        ``judge``: the worker pool for large replies (default: ``min(4, CPUs)`` workers, 20 s of CPU
+        and 2 GiB per call; its 45 s watchdog stays inside the executor's reply deadline)."""
         self.acquire_timeout_s = acquire_timeout_s
         self.reply_slack_s = reply_slack_s
+        self.judge_pool = judge if judge is not None else JudgePool(min(4, cpu_count()), cpu_s=20.0)
         self._pool: SlotPool | None = None
         self._monitor: asyncio.Task[None] | None = None
         """Background health watcher of the pool (subclasses start it)."""
@@ -157,6 +209,34 @@ class PooledBackend:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.judge_pool.close()
+
+    def _decoder(self, job: CodeJob | None, plan: AssertPlan | None) -> Decode:
+        """Small replies decoded (and judged, for ``job``) here; large ones in the judge pool, where
+        a judge that overruns or runs out of memory is the program's verdict."""
+
+        async def decode(body: bytes) -> dict[str, Any]:
+            if len(body) <= INLINE_BYTES:
+                return judge_body(job, plan, body) if job is not None else decode_inline(body)
+            try:
+                if job is None:
+                    return await self.judge_pool.call(__name__, "decode_inline", body)  # type: ignore[no-any-return]
+                return await self.judge_pool.call(__name__, "judge_body", job, plan, body)  # type: ignore[no-any-return]
+            except JudgeFault as fault:
+                status = fault.status if fault.status in _STATUS_TO_VERDICT else "runtime_error"
+                frame: dict[str, Any] = {
+                    "ev": "test",
+                    "status": status,
+                    "stdout": "",
+                    "stderr": str(fault),
+                    "message": str(fault),
+                    "limit_hit": {"time_limit": "cpu_time", "memory_limit": "memory"}.get(status),
+                }
+                if job is not None:
+                    frame["_outcome"] = to_outcome(frame, _STATUS_TO_VERDICT[status])
+                return frame
+
+        return decode
 
     @property
     def pool(self) -> SlotPool:
@@ -182,7 +262,7 @@ class PooledBackend:
         return None
 
     async def _run(
-        self, request: dict[str, Any], keep_going: Any, time_limit_s: float
+        self, request: dict[str, Any], keep_going: Any, time_limit_s: float, decode: Decode | None = None
     ) -> tuple[list[dict[str, Any]], str | None]:
         """Run on a free slot. An executor that fails mid-job (a handler or slot past its deadline
         is killed by the executor, which closes the connection) is reported to the backend, which
@@ -194,7 +274,12 @@ class PooledBackend:
             except ExecutorError as exc:
                 return [], str(exc)
             try:
-                frames = await ep.run(request, keep_going, timeout_s=2 * time_limit_s + self.reply_slack_s)
+                frames = await ep.run(
+                    request,
+                    keep_going,
+                    timeout_s=2 * time_limit_s + self.reply_slack_s,
+                    decode=decode or self._decoder(None, None),
+                )
                 return frames, None
             except ExecutorRejected as exc:
                 raise ValueError(f"the sandbox rejected the job: {exc}") from None
@@ -225,7 +310,7 @@ class PooledBackend:
             outcomes.append(outcome)
             return outcome.verdict is Status.correct or not job.stop_on_first_failure
 
-        frames, error = await self._run(request, keep_going, job.time_limit_s)
+        frames, error = await self._run(request, keep_going, job.time_limit_s, self._decoder(job, plan))
         for frame in frames[len(outcomes) :]:  # the last frame is not passed to keep_going
             outcomes.append(judge_frame(job, frame, plan))
         wall = time.monotonic() - start

@@ -17,12 +17,18 @@ are checkpointed only every ``train.checkpoint_every`` updates (and after the la
 state is a full (unsharded) state
 dict gathered on rank 0; sharded FSDP checkpoints for models that do not fit one host are not
 implemented.
+
+Every file is read with ``torch.load(weights_only=True)``: a checkpoint holds tensors and plain data
+only (the RNG states are stored as tensors and numbers, :func:`capture_rng`), so loading one cannot
+run code. A ``rng.pt`` written before that (pickled numpy and Python objects) is refused with a
+one-line error naming the fix: :func:`convert_legacy_rng` rewrites it, for a file you trust.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import shutil
 from dataclasses import asdict, dataclass, field
@@ -32,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Checkpoint", "Checkpointer", "TrainerState", "capture_rng", "restore_rng"]
+__all__ = ["Checkpoint", "Checkpointer", "TrainerState", "capture_rng", "convert_legacy_rng", "restore_rng"]
 
 
 @dataclass
@@ -69,20 +75,77 @@ class Checkpoint:
 
 
 def capture_rng() -> dict[str, Any]:
+    """The RNG states as tensors and plain numbers (what ``torch.load(weights_only=True)`` reads)."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "format": 2,
+        "python": {
+            "version": int(version),
+            "state": torch.tensor(internal, dtype=torch.int64),
+            "gauss": gauss,
+        },
+        "numpy": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
 
 
 def restore_rng(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    py, npy = state["python"], state["numpy"]
+    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss"]))
+    np.random.set_state(
+        (npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["cached"])
+    )
     torch.set_rng_state(state["torch"])
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class LegacyCheckpointError(RuntimeError):
+    """A checkpoint file that only an unsafe (code-running) unpickling could read."""
+
+
+def _load_rng(path: Path) -> dict[str, Any]:
+    try:
+        rng = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise LegacyCheckpointError(
+            f"{path} holds pickled objects (written by an older mucode) and is not loaded unsafely: if you "
+            f'trust it, convert it with `python -c "from mucode.train.checkpoint import convert_legacy_rng; '
+            f"convert_legacy_rng('{path}')\"`, or delete it to resume with fresh RNG states"
+        ) from None
+    if not isinstance(rng, dict) or rng.get("format") != 2:
+        raise LegacyCheckpointError(
+            f"{path} is not an RNG state this mucode wrote (no format 2); "
+            "delete it to resume with fresh RNG states"
+        )
+    return rng
+
+
+def convert_legacy_rng(path: str | Path) -> None:
+    """Rewrites an old ``rng.pt`` (pickled states) in the tensor format. Unpickles the file, which can
+    run code: only for a checkpoint you trust."""
+    p = Path(path)
+    old = torch.load(p, map_location="cpu", weights_only=False)  # the user asked for it, by name
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        random.setstate(old["python"])
+        np.random.set_state(old["numpy"])
+        new = capture_rng()
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+    new["torch"], new["cuda"] = old["torch"], old.get("cuda")
+    tmp = p.with_suffix(".tmp")
+    torch.save(new, tmp)
+    os.replace(tmp, p)
 
 
 class Checkpointer:
@@ -141,5 +204,5 @@ class Checkpointer:
             state=TrainerState(**json.loads((path / "state.json").read_text())),
             model=torch.load(path / "model.pt", map_location="cpu", weights_only=True),
             optimizer=torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True),
-            rng=torch.load(path / "rng.pt", map_location="cpu", weights_only=False),
+            rng=_load_rng(path / "rng.pt"),
         )

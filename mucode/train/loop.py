@@ -41,6 +41,7 @@ from mucode.train.prepare import TrainingRun, Verifier, final_dir, final_pending
 from mucode.train.rollout_runner import EngineFactory
 from mucode.train.store import StageStore, StoreManifest
 from mucode.train.summary import run_totals, stage_line, stage_record
+from mucode.train.verify import check_charged
 
 __all__ = ["ResumeError", "RunResult", "run_training", "stage_prompts"]
 
@@ -135,6 +136,9 @@ def generate(run: TrainingRun, clock: StageClock, verify: Verifier) -> dict[str,
             )
         rollout = _rollouts(run, k, b.prompts_per_update * b.updates_per_stage, store_dir, verify)
         clock.times.update({key: v for key, v in rollout.items() if key.startswith("time/")})
+        check_charged(
+            k, rollout, run.cfg.verifier.max_masked_fraction, getattr(verify.pipeline, "first_error", "")
+        )
     barrier(run.info)
     return rollout
 

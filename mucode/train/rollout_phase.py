@@ -3,8 +3,9 @@
 Finished groups go to the verifier as the engine yields them; verified groups get their group
 advantages (``mucode.algo.group_advantages`` over the responses whose verification succeeded) and
 are appended to the stage store immediately. Responses whose verification failed for
-infrastructure reasons are stored with ``masked=True`` and a NaN reward: they enter neither the
-group statistics nor the loss, and they are counted (``verifier/masked``).
+infrastructure reasons after every retry are *charged* to the policy (``mucode.train.verify``):
+stored with reward 0.0 and their infrastructure status, trained as failures, and counted
+(``verifier/masked``, ``verifier/masked_frac``: the charged responses; the names predate charging).
 
 Timing: ``time/rollout`` is the engine's wall-clock (start to last group); ``time/verify`` is the
 time spent waiting for the verifier after generation ended (the part of verification that did not
@@ -174,18 +175,18 @@ def generate_stage(
         group = _stored_group(slot, by_slot[slot], samples, verdicts, adv_std, adv_eps)
         writer.add(group)
         stats.groups += 1
-        for s in group.samples:
+        charged = verdicts.charged or [False] * len(group.samples)
+        for s, was_charged in zip(group.samples, charged, strict=True):
             stats.responses += 1
             stats.statuses[s.status] = stats.statuses.get(s.status, 0) + 1
             stats.truncated += int(s.truncated)
             stats.response_tokens += len(s.response_tokens)
-            if s.masked:
-                stats.masked += 1
-            else:
+            stats.masked += int(was_charged)
+            if not s.masked:  # nothing is masked since charging; a store written before may hold some
                 stats.scored += 1
                 stats.reward_sum += s.reward
         bar.set_postfix(
-            reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked, refresh=False
+            reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", charged=stats.masked, refresh=False
         )
 
     def submit(group: list[Sample]) -> None:

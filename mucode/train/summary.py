@@ -107,6 +107,7 @@ def stage_line(record: dict[str, Any]) -> str:
         "reward/rollout_mean",
         "reward/last_updates_mean",
         "verifier/masked",
+        "verifier/masked_frac",
         "time/rollout",
         "time/verify",
         "time/optimize",

@@ -6,10 +6,14 @@ submission order, with :meth:`VerifyPipeline.done` (non-blocking) and :meth:`Ver
 
 Retries are the session's one retry layer (``verifier.retries``: re-sends of an item after an
 infrastructure failure, counted once per item, across HTTP and service-side failures). What still
-fails is returned with ``masked=True`` and counted; ``resends`` counts every re-send of every
-collected group (the ``verifier/resends`` metric). Such an item is never given reward 0: its reward
-is NaN in the result and the trainer masks it out of the advantage and the loss. A group the client
-refuses outright (a 4xx, e.g. an item over the request cap) is masked whole, with the error.
+fails is **charged** to the policy: it trains as a failure (reward 0.0, its infrastructure status
+kept), never masked out, because a policy that can make the verifier fail on its samples would
+otherwise prefer that to being wrong. Charged samples are marked ``charged=True`` and counted
+(``verifier/masked``, ``verifier/masked_frac``); ``resends`` counts every re-send of every collected
+group (the ``verifier/resends`` metric). A group the client refuses outright (a 4xx, e.g. an item
+over the request cap) is charged whole, with the error. :func:`check_charged` stops the run when a
+stage's charged fraction passes ``verifier.max_masked_fraction``: at that rate the verifier, not
+the policy, is what fails, and the rewards are no longer worth training on.
 
 The trainer reaches the verifier only through this session; with no URL configured,
 :func:`verifier_urls` starts an in-process verifier on loopback with ``local_verifier``.
@@ -29,7 +33,7 @@ from mucode.verifier.client import Scored
 from mucode.verifier.local import local_verifier
 from mucode.verifier.session import VerifierSession
 
-__all__ = ["GroupVerdicts", "VerifyPipeline", "verifier_urls"]
+__all__ = ["GroupVerdicts", "VerifierFailureError", "VerifyPipeline", "check_charged", "verifier_urls"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +46,7 @@ class GroupVerdicts:
     rewards: list[float]
     statuses: list[str]
     masked: list[bool]
+    """Samples left out of training: none since charging (kept for the store's column)."""
     retries: int = 0
     """Re-sends of the group's most re-sent item."""
     resends: int = 0
@@ -50,6 +55,8 @@ class GroupVerdicts:
     payload: Any = None
     """Whatever the caller attached in :meth:`VerifyPipeline.submit` (the generated group)."""
     errors: list[str] = field(default_factory=list)
+    charged: list[bool] = field(default_factory=list)
+    """Samples charged to the policy (an infrastructure status after every retry): reward 0.0."""
 
 
 @contextlib.contextmanager
@@ -73,6 +80,9 @@ class VerifyPipeline:
         self._futures: list[tuple[Future[GroupVerdicts], Any, Any, int]] = []
         self.busy_s = 0.0
         self.infra_failures = 0
+        """Samples charged to the policy so far."""
+        self.first_error = ""
+        """The first charged sample's error (the cause a stopped run names)."""
         self.resends = 0
 
     def submit(self, key: Any, items: Sequence[Item | Mapping[str, Any]], payload: Any = None) -> None:
@@ -88,18 +98,21 @@ class VerifyPipeline:
         error = future.exception()
         if error is None:
             verdicts = future.result()
-        else:  # the client refused the group (4xx): mask it whole, never a reward
-            logger.error("verifier refused a group of %d items: %s", n, error)
+        else:  # the client refused the group (4xx): charged whole, never a reward
+            logger.error("verifier refused a group of %d items (charged to the policy): %s", n, error)
             verdicts = GroupVerdicts(
                 key=key,
-                rewards=[float("nan")] * n,
+                rewards=[0.0] * n,
                 statuses=[Status.verifier_error.value] * n,
-                masked=[True] * n,
+                masked=[False] * n,
                 payload=payload,
                 errors=[f"{type(error).__name__}: {error}"],
+                charged=[True] * n,
             )
         self.busy_s += verdicts.verify_s
-        self.infra_failures += sum(verdicts.masked)
+        self.infra_failures += sum(verdicts.charged)
+        if verdicts.errors and not self.first_error:
+            self.first_error = verdicts.errors[0]
         self.resends += verdicts.resends
         return verdicts
 
@@ -137,15 +150,36 @@ class VerifyPipeline:
 
 
 def _group(key: Any, payload: Any, scored: Scored) -> GroupVerdicts:
-    masked = [r.infra for r in scored.results]
+    charged = [r.infra for r in scored.results]  # the client charged them (reward 0.0)
     return GroupVerdicts(
         key=key,
-        rewards=[float("nan") if m else float(r.reward) for r, m in zip(scored.results, masked, strict=True)],
+        rewards=[0.0 if c else float(r.reward) for r, c in zip(scored.results, charged, strict=True)],
         statuses=[r.status.value for r in scored.results],
-        masked=masked,
+        masked=[False] * len(charged),
         retries=max(scored.sends, default=1) - 1,
         resends=scored.resends,
         verify_s=scored.elapsed_s,
         payload=payload,
         errors=[r.error for r in scored.results if r.infra],
+        charged=charged,
+    )
+
+
+class VerifierFailureError(RuntimeError):
+    """A stage's charged fraction passed ``verifier.max_masked_fraction``: the run stops (resumable)."""
+
+
+def check_charged(stage: int, rollout: Mapping[str, Any], bound: float, cause: str = "") -> None:
+    """Raises ``VerifierFailureError`` (one line, naming the cause and the fix) when the stage's
+    charged fraction (``verifier/masked_frac`` of its rollout metrics) is over ``bound``."""
+    frac = float(rollout.get("verifier/masked_frac", 0.0) or 0.0)
+    if frac <= bound:
+        return
+    n, total = int(rollout.get("verifier/masked", 0)), int(rollout.get("rollout/responses", 0))
+    why = f" (e.g. {cause[:300]})" if cause else ""
+    raise VerifierFailureError(
+        f"stage {stage}: the verifier failed on {n} of {total} responses ({frac:.1%}) after its retries{why}, "
+        f"over verifier.max_masked_fraction={bound:g}; they were charged as failures, but at this rate the "
+        "verifier is broken: fix it (`mucode serve` logs, /readyz) and resume with --resume (the stage's "
+        "store is kept; delete it to verify the stage again), or raise verifier.max_masked_fraction"
     )

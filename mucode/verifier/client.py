@@ -14,8 +14,12 @@
   and ``VerifierClient.stats`` count every send of every item; re-sends are logged.
 - A 4xx is the caller's mistake: it raises ``VerifierRequestError`` with the server's message; it is
   never retried.
-- When retries run out, the item comes back with its last infrastructure status (``verifier_error``
-  when the client made it up) and ``details["sends"]``: never raised per item, never a reward to trust.
+- When retries run out, the item is **charged** to the program: it comes back with its last
+  infrastructure status (``verifier_error`` when the client made it up), ``reward = 0.0``,
+  ``details["charged"] = True`` and ``details["sends"]``, and is counted (``SendStats.charged``,
+  ``Scored.charged``). Never raised per item, and never left out: a policy that could make its
+  samples fail the verifier would otherwise gain by it (an omitted sample scores better than a wrong
+  one). Callers train and count it as a failure and watch the charged fraction.
 - Sends each distinct ``spec.tests`` object once per request (a shared test-set table keyed by
   content hash, ``mucode.verifier.wire``) and cuts batches by bytes as well as by count, below
   ``max_request_bytes`` (default: ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default).
@@ -72,6 +76,7 @@ __all__ = [
     "VerifierClient",
     "VerifierRequestError",
     "as_items",
+    "charge",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,6 +96,12 @@ class SendStats:
     items: int = 0
     sends: int = 0
     failed: int = 0
+    """Items charged to the program (an infrastructure status after their last send)."""
+
+    @property
+    def charged(self) -> int:
+        """The same count as ``failed``, under the contract's name."""
+        return self.failed
 
     @property
     def resends(self) -> int:
@@ -112,8 +123,13 @@ class Scored:
 
     @property
     def failed(self) -> int:
-        """Items left with an infrastructure status (no reward signal)."""
+        """Items left with an infrastructure status (charged to the program: reward 0.0)."""
         return sum(r.infra for r in self.results)
+
+    @property
+    def charged(self) -> int:
+        """Items charged to the program (``details["charged"]``)."""
+        return sum(bool(r.details.get("charged")) for r in self.results)
 
 
 @dataclass
@@ -269,16 +285,14 @@ class VerifierClient:
     # -- internals ----------------------------------------------------------------------------
     def _finish(self, call: _Call, failed: list[int], elapsed_s: float) -> Scored:
         results = [_result(call, i) for i in range(len(call.items))]
-        for i in failed:
-            results[i] = results[i].model_copy(
-                update={"details": {**results[i].details, "sends": call.sends[i]}}
-            )
+        for i in failed:  # charged to the program: a failure, never left out (module docstring)
+            results[i] = charge(results[i], call.sends[i])
         if failed:
             self.stats.failed += len(failed)
             first = results[failed[0]]
             logger.warning(
                 "verifier: %d of %d items still had no verdict after %d sends (1 + %d re-sends, "
-                "retries=%d); e.g. %s: %s",
+                "retries=%d) and are charged to the program as failures; e.g. %s: %s",
                 len(failed),
                 len(results),
                 call.sends[failed[0]],
@@ -390,6 +404,14 @@ class VerifierClient:
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self.max_backoff_s, self.backoff_s * 2.0**attempt) * (0.5 + random.random() / 2))
+
+
+def charge(result: Result, sends: int) -> Result:
+    """``result`` (an infrastructure status) charged to the program: its status kept, reward 0.0,
+    ``details["charged"] = True`` and how many times it was sent."""
+    return result.model_copy(
+        update={"reward": 0.0, "details": {**result.details, "charged": True, "sends": sends}}
+    )
 
 
 def _result(call: _Call, i: int) -> Result:

@@ -1,4 +1,5 @@
-"""Report entries (pass@k with infrastructure failures left out), metric keys, and the verdict cache."""
+"""Report entries (pass@k with charged infrastructure failures counted as failures), metric keys, and the
+verdict cache."""
 
 from __future__ import annotations
 
@@ -12,18 +13,32 @@ def test_report_entries_and_metric_keys() -> None:
 
     outcomes = [
         ProblemOutcome("a", ["correct", "wrong_answer"], {"difficulty": "easy"}),
-        ProblemOutcome("b", ["sandbox_error", "correct"], {"difficulty": "hard"}),  # infra: not a score
+        ProblemOutcome("b", ["sandbox_error", "correct"], {"difficulty": "hard"}),  # charged: a failure
         ProblemOutcome("c", ["no_code", "runtime_error"], {"difficulty": "hard"}),
     ]
     entry = summarize(outcomes, 2, breakdowns=["difficulty"])
-    assert entry["pass@1"] == pytest.approx((1 / 2 + 1 + 0) / 3)
-    assert entry["pass@2"] == pytest.approx((1 + 0) / 2) and entry["n_problems_at_k"] == {"pass@2": 2}
-    assert entry["infra_errors"] == 1 and entry["n_correct"] == 2 and entry["n_samples"] == 6
-    assert entry["by_difficulty"]["hard"]["pass@1"] == pytest.approx(0.5)
+    assert entry["pass@1"] == pytest.approx((1 / 2 + 1 / 2 + 0) / 3)
+    assert entry["pass@2"] == pytest.approx((1 + 1 + 0) / 3) and "n_problems_at_k" not in entry
+    assert entry["charged"] == 1 and entry["infra_errors"] == 1
+    assert entry["n_correct"] == 2 and entry["n_samples"] == 6
+    assert entry["by_difficulty"]["hard"]["pass@1"] == pytest.approx(0.25)
     metrics = metrics_from_report({"x": entry, "average": {"pass@1": 0.25}})
-    assert metrics["eval/x/pass@2"] == pytest.approx(0.5) and metrics["eval/average/pass@1"] == 0.25
+    assert metrics["eval/x/pass@2"] == pytest.approx(2 / 3) and metrics["eval/average/pass@1"] == 0.25
     table = format_table({"x": entry})
     assert "|   difficulty=easy |        1 | 2 |   50.0 |  100.0 |" in table
+
+
+def test_forging_an_infra_status_never_raises_pass_at_k() -> None:
+    """The issue's LiveCodeBench case: two wrong samples that make the verifier fail instead must
+    not lift pass@1 from 0.25 to 0.5; charged samples are failures, and are counted."""
+    from mucode.eval.report import ProblemOutcome, summarize
+
+    honest = [ProblemOutcome("p", ["correct", "wrong_answer", "wrong_answer", "wrong_answer"])]
+    forged = [ProblemOutcome("p", ["correct", "wrong_answer", "sandbox_error", "verifier_error"])]
+    a, b = summarize(honest, 4), summarize(forged, 4)
+    for k in ("pass@1", "pass@2", "pass@4"):
+        assert b[k] <= a[k] + 1e-12, k
+    assert b["pass@1"] == pytest.approx(0.25) and b["charged"] == 2 and b["n_samples"] == 4
 
 
 def test_a_fully_cached_run_starts_no_verifier(tmp_path: Path) -> None:

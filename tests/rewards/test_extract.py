@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 
@@ -9,7 +10,10 @@ import pytest
 
 from mucode.rewards.extract import (
     MAX_RESPONSE_CHARS,
+    MAX_SANITIZE_LINES,
+    SANITIZE_CPU_S,
     extract_code,
+    extract_code_async,
     last_fence,
     last_fenced_block,
     scan_fences,
@@ -161,3 +165,39 @@ def test_a_response_over_the_cap_holds_no_code() -> None:
     assert extract_code(code + " " * (MAX_RESPONSE_CHARS - len(code))) == "print(1)\n"
     assert extract_code(code + " " * (MAX_RESPONSE_CHARS - len(code) + 1)) is None
     assert extract_code("print(1)" + " " * MAX_RESPONSE_CHARS, "none") is None
+
+
+def test_a_pathological_evalplus_response_is_bounded_and_delays_no_other_request() -> None:
+    """evalplus's sanitizer takes about half a minute on 200 lines of ``x = 1`` (cubic): it runs in its own
+    bounded processes, so it ends as "no code" within its CPU limit while other extractions, evalplus
+    ones included, finish beside it."""
+    pytest.importorskip("evalplus")
+
+    good = "```python\nimport math\n\ndef f(x):\n    return math.floor(x)\n```\nThat is all."
+
+    async def run() -> tuple[list[str], tuple[str | None, str]]:
+        order: list[str] = []
+        slow = asyncio.create_task(extract_code_async("x = 1\n" * 300, "evalplus", "f"))
+        await asyncio.sleep(0.5)
+        for k in range(3):
+            code, _ = await extract_code_async(good, "evalplus", "f")
+            assert code is not None and "def f(x)" in code
+            order.append(f"evalplus-{k}")
+            fenced, _ = await extract_code_async(good, "last_fence", "f")
+            assert fenced is not None
+            order.append(f"fence-{k}")
+        if not slow.done():
+            order.append("still sanitizing")
+        return order, await slow
+
+    order, (code, why) = asyncio.run(run())
+    assert order[-1] == "still sanitizing", order
+    assert code is None and f"{SANITIZE_CPU_S:g} s" in why, why
+
+
+def test_an_evalplus_response_over_the_line_cap_holds_no_code() -> None:
+
+    code, why = asyncio.run(
+        extract_code_async("```python\n" + "x = 1\n" * MAX_SANITIZE_LINES + "```\n", "evalplus", "f")
+    )
+    assert code is None and str(MAX_SANITIZE_LINES) in why

@@ -42,6 +42,15 @@ class FlakyReward(ParityReward):
         if (item.id or "").endswith("-r0"):
             raise RuntimeError("flaky reward program crashed (on purpose)")
         return await super().score(item, ctx)
+
+
+class BrokenReward(ParityReward):
+    """A reward program whose code always crashes (a verifier that fails on every item)."""
+
+    name = "broken"
+
+    async def score(self, item: Item, ctx: RewardContext) -> Result:
+        raise RuntimeError("broken reward program crashed (on purpose)")
 '''
 
 
@@ -55,6 +64,7 @@ def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-rewards\nVersion: 0.0\n")
     (info / "entry_points.txt").write_text(
         "[mucode.rewards]\nparity = mucode_test_rewards:ParityReward\nflaky = mucode_test_rewards:FlakyReward\n"
+        "broken = mucode_test_rewards:BrokenReward\n"
     )
     return root
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import torch
 from train_helpers import run_overrides, write_tasks
+from typer.testing import CliRunner
 
+from mucode.cli import get_app
 from mucode.config import load_config
 from mucode.train.loop import ResumeError, run_training
 from mucode.train.store import StageStore
@@ -106,20 +107,23 @@ def test_two_stage_run_rho_one_at_first_update_and_outputs(
         run_training(cfg)
 
 
-def test_verifier_failures_are_retried_masked_and_counted(
+def test_verifier_failures_are_retried_charged_and_counted(
     small_policy: Path, plugins_on_path: Path, tmp_path: Path
 ) -> None:
     data = write_tasks(tmp_path / "tasks.jsonl", "flaky")
     run_dir = tmp_path / "run"
-    cfg = load_config(None, run_overrides(small_policy, data, run_dir, batch__num_stages=1))
+    cfg = load_config(
+        None,
+        run_overrides(small_policy, data, run_dir, batch__num_stages=1, verifier__max_masked_fraction=0.3),
+    )
     result = run_training(cfg)
 
     store = StageStore.open(run_dir / "stages" / "stage-0000")
     samples = [s for g in store.iter_groups() for s in g.samples]
     failed = [s for s in samples if s.sample_index == 0]
     assert len(failed) == 6
-    for s in failed:  # marked, never scored 0
-        assert s.masked and s.status == "verifier_error" and math.isnan(s.reward) and s.advantage == 0.0
+    for s in failed:  # charged to the policy: trained as a failure (reward 0), never left out
+        assert not s.masked and s.status == "verifier_error" and s.reward == 0.0
     assert all(
         not s.masked and s.status in ("correct", "wrong_answer") for s in samples if s.sample_index != 0
     )
@@ -128,7 +132,43 @@ def test_verifier_failures_are_retried_masked_and_counted(
     assert (
         meta["verifier/masked"] == 6 and meta["verifier/resends"] == 6
     )  # each re-sent once (verifier.retries=1)
+    assert meta["verifier/masked_frac"] == 0.25
     rows = _rows(run_dir)
-    assert all(r["batch/masked_responses"] == 2 and r["batch/responses"] == 6 for r in rows)
-    # the masked responses are out of the loss: only the 6 scored responses count as responses
-    assert all(r["stale/responses"] == 6 for r in rows)
+    assert all(r["batch/masked_responses"] == 0 and r["batch/responses"] == 8 for r in rows)
+    assert all(r["stale/responses"] == 8 for r in rows)  # the charged responses are in the loss
+
+
+def test_a_forged_infra_status_never_beats_a_wrong_answer(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
+    """In a group where one response is wrong and one makes the verifier fail, both get the same
+    (lowest) reward and advantage: failing the verifier earns nothing over being wrong."""
+    data = write_tasks(tmp_path / "tasks.jsonl", "flaky")
+    run_dir = tmp_path / "run"
+    cfg = load_config(
+        None,
+        run_overrides(small_policy, data, run_dir, batch__num_stages=1, verifier__max_masked_fraction=0.3),
+    )
+    run_training(cfg)
+    for group in StageStore.open(run_dir / "stages" / "stage-0000").iter_groups():
+        forged = [s for s in group.samples if s.status == "verifier_error"]
+        wrong = [s for s in group.samples if s.status == "wrong_answer"]
+        for f in forged:
+            assert f.reward == 0.0
+            for w in wrong:
+                assert f.advantage <= w.advantage + 1e-6
+
+
+def test_a_broken_verifier_stops_the_run_naming_the_cause(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
+    data = write_tasks(tmp_path / "tasks.jsonl", "broken")
+    run_dir = tmp_path / "run"
+    out = CliRunner().invoke(
+        get_app(), ["train", *run_overrides(small_policy, data, run_dir, batch__num_stages=1)]
+    )
+    assert out.exit_code == 1, out.output
+    lines = [line for line in out.output.splitlines() if line.startswith("stage 0: the verifier failed")]
+    assert len(lines) == 1, out.output
+    assert "24 of 24 responses" in lines[0] and "broken reward program crashed" in lines[0], lines[0]
+    assert not (run_dir / "checkpoints").exists() or not any((run_dir / "checkpoints").glob("update-*"))

@@ -98,4 +98,10 @@ def test_ranks_other_than_0_say_and_write_nothing(
     checkpoint = saved.load(latest)
     assert isinstance(checkpoint, Checkpoint) and checkpoint.path == latest
     assert checkpoint.state.global_update == 1 and torch.equal(checkpoint.model["w"], weights["w"])
-    assert checkpoint.optimizer == {} and set(checkpoint.rng) == {"python", "numpy", "torch", "cuda"}
+    assert checkpoint.optimizer == {} and set(checkpoint.rng) == {
+        "format",
+        "python",
+        "numpy",
+        "torch",
+        "cuda",
+    }

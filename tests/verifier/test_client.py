@@ -55,6 +55,8 @@ class CountingProgram:
         if str(item.id).startswith("crash"):
             if item.spec.get("raise"):
                 raise RuntimeError("the judge fell over")
+            if "reward" in item.spec:  # an infrastructure status that claims a reward (a forgery)
+                return Result(id=item.id, reward=item.spec["reward"], status=Status(item.spec["status"]))
             return Result.infra_failure(item.id, Status(item.spec["status"]), "the sandbox crashed")
         return Result(id=item.id, reward=1.0, status=Status.correct)
 
@@ -111,7 +113,25 @@ def test_a_crashing_item_is_sent_exactly_one_plus_retries_times(
     assert (stats.items, stats.sends, stats.resends, stats.failed) == (2, 2 + retries, retries, 1)
     crashed, fine = scored.results
     assert crashed.infra and crashed.details["sends"] == 1 + retries and fine.status is Status.correct
-    assert f"after {1 + retries} sends (1 + {retries} re-sends, retries={retries})" in caplog.text
+    # charged to the program: its status kept, reward 0.0, marked and counted
+    assert crashed.reward == 0.0 and crashed.details["charged"] is True and "charged" not in fine.details
+    assert scored.charged == 1 and stats.charged == 1
+    assert (
+        f"after {1 + retries} sends (1 + {retries} re-sends, retries={retries}) and are charged"
+        in caplog.text
+    )
+
+
+def test_an_infra_status_claiming_a_reward_is_charged_zero(counting: tuple[str, CountingProgram]) -> None:
+    url, _ = counting
+    forged = Item(
+        id="crash-forged", program="counting", response="x", spec={"status": "sandbox_error", "reward": 1.0}
+    )
+    with VerifierSession(url, retries=1, backoff_s=0.01) as session:
+        (result,) = session.verify([forged])
+    assert (
+        result.status is Status.sandbox_error and result.reward == 0.0 and result.details["charged"] is True
+    )
 
 
 @pytest.mark.parametrize("retries", [0, 2])
@@ -188,7 +208,8 @@ def test_the_trainer_and_the_evaluators_send_a_crashing_item_1_plus_n_times_too(
         pipeline.submit("group", [crash, fine])
         (group,) = list(pipeline.drain())
     assert program.calls[crash["id"]] == 1 + retries and program.calls[fine["id"]] == 1
-    assert group.masked == [True, False] and group.statuses == ["sandbox_error", "correct"]
+    assert group.charged == [True, False] and group.masked == [False, False]  # charged: trained as a failure
+    assert group.rewards == [0.0, 1.0] and group.statuses == ["sandbox_error", "correct"]
     assert pipeline.resends == retries and group.retries == retries and pipeline.infra_failures == 1
 
     parts = [
@@ -206,7 +227,9 @@ def test_the_trainer_and_the_evaluators_send_a_crashing_item_1_plus_n_times_too(
     }
     assert sent == {f"crash-eval-{retries}#0#only": 1 + retries, f"fine-eval-{retries}#0#only": 1}
     assert verdicts[(f"crash-eval-{retries}", 0, "only")]["status"] == "verifier_error"
-    assert verdicts[(f"crash-eval-{retries}", 0, "only")]["reward"] is None  # never a score
+    assert (
+        verdicts[(f"crash-eval-{retries}", 0, "only")]["reward"] == 0.0
+    )  # charged: a failure, never left out
 
 
 def test_no_resend_starts_after_the_retry_window(counting: tuple[str, CountingProgram]) -> None:

@@ -1,0 +1,165 @@
+"""What goes wrong while the host judges what a program produced is that program's verdict, never an
+infrastructure status, and it never holds the event loop: hostile call results and assert reports on
+both backends (each followed by a correct program), the host's frame cap, and the judge pool's limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+
+import pytest
+from sandbox_helpers import GUARD, Handle, every_slot_correct
+
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, TestSpec
+from mucode.sandbox.client import _decode_inline, _recv_reply
+from mucode.sandbox.judging import MAX_FRAME_BYTES, JudgeFault, JudgePool, json_equal, loads_pairs
+from mucode.sandbox.types import JobResult
+
+# A program that returns a list nested 5000 deep: the sandbox encodes it (it raised its own recursion
+# limit), the host's JSON decoder cannot decode it.
+DEEP = (
+    GUARD
+    + """
+import sys
+sys.setrecursionlimit(100000)
+def f():
+    x = [1]
+    for _ in range(5000):
+        x = [x]
+    return x
+"""
+)
+# ~14000 integers that all hash to 0: a set of them costs O(n²) to build wherever it is built.
+COLLIDING = (
+    GUARD
+    + """
+def f():
+    m = 2 ** 61 - 1
+    return {k * m for k in range(1, 14001)}
+"""
+)
+CORRECT_CALL = "def f():\n    return {'a': [1, 2], 'b': None}\n"
+
+
+def _call(program: str, expected: str = "[1]", time_limit_s: float = 10) -> CodeJob:
+    return CodeJob(
+        program, TestSpec("call", [""], [expected], fn_name="f"), checker="exact", time_limit_s=time_limit_s
+    )
+
+
+def _assert(program: str, test: str, time_limit_s: float = 30) -> CodeJob:
+    return CodeJob(program, TestSpec("assert", assert_code=test), time_limit_s=time_limit_s)
+
+
+def _not_infra(r: JobResult) -> None:
+    assert r.verdict is not Status.correct and r.verdict is not Status.sandbox_error, (r.verdict, r.error)
+
+
+def test_a_result_too_deep_for_the_host_is_a_wrong_answer(sb: Handle) -> None:
+    r = sb.judge(_call(DEEP))
+    _not_infra(r)
+    assert r.verdict is Status.wrong_answer, [(t.verdict, t.stderr[-300:]) for t in r.tests]
+    ok = sb.judge(_call(CORRECT_CALL, '{"b": null, "a": [1, 2]}'))
+    assert ok.verdict is Status.correct, [(t.verdict, t.stderr[-300:]) for t in ok.tests]
+    every_slot_correct(sb)
+
+
+def test_a_judge_flood_holds_neither_the_loop_nor_its_neighbours(sb: Handle) -> None:
+    """A report of hash-colliding integers and a deep result, judged while correct jobs run beside
+    them: the event loop never stalls (its lag is sampled every 20 ms), the neighbours are correct,
+    the hostile jobs get a verdict of their own."""
+    flood = _assert(COLLIDING, "assert f() == {1, 2}")
+    neighbours = [_call(CORRECT_CALL, '{"a": [1, 2], "b": null}') for _ in range(3)]
+
+    async def run() -> tuple[list[JobResult], float]:
+        lag, stop = 0.0, asyncio.Event()
+
+        async def watch() -> None:
+            nonlocal lag
+            while not stop.is_set():
+                t = time.monotonic()
+                await asyncio.sleep(0.02)
+                lag = max(lag, time.monotonic() - t - 0.02)
+
+        watcher = asyncio.create_task(watch())
+        try:
+            results = await asyncio.gather(
+                sb.backend.judge(flood),
+                sb.backend.judge(_call(DEEP)),
+                *(sb.backend.judge(j) for j in neighbours),
+            )
+        finally:
+            stop.set()
+            await watcher
+        return list(results), lag
+
+    results, lag = sb.call(run(), timeout=300)
+    for r in results[:2]:
+        _not_infra(r)
+    assert all(r.verdict is Status.correct for r in results[2:]), [r.verdict for r in results[2:]]
+    assert lag < 1.0, f"the event loop stalled for {lag:.2f} s while the judge was flooded"
+    ok = sb.judge(_assert("def f():\n    return {1, 2}\n", "assert f() == {1, 2}"))
+    assert ok.verdict is Status.correct, [(t.verdict, t.stderr[-300:]) for t in ok.tests]
+    every_slot_correct(sb)
+
+
+# ---- the host's own caps, without a sandbox --------------------------------------------------------
+
+
+def test_a_frame_over_the_host_cap_is_drained_and_is_output_limit() -> None:
+    async def run() -> tuple[dict, dict]:
+        reader = asyncio.StreamReader(limit=1 << 20)
+        length = MAX_FRAME_BYTES + 1
+        reader.feed_data(struct.pack(">I", length) + b" " * length)
+        small = b'{"ev":"done"}'
+        reader.feed_data(struct.pack(">I", len(small)) + small)
+        reader.feed_eof()
+        return await _recv_reply(reader, _decode_inline), await _recv_reply(reader, _decode_inline)
+
+    big, after = asyncio.run(run())
+    assert big["status"] == "output_limit" and big["ev"] == "test"
+    assert after == {"ev": "done"}  # the stream stayed in step
+
+
+def test_canonical_json_equality() -> None:
+    exp = loads_pairs('{"a": [1, 2.0], "b": {"c": null}}')
+    assert json_equal(exp, '{"b": {"c": null}, "a": [1.0, 2]}')
+    assert json_equal(loads_pairs('{"a": 1}'), '{"a": 2, "a": 1}')  # the last duplicate key counts
+    assert not json_equal(exp, '{"a": [1, 2], "b": {"c": 0}, "x": 1}')
+    assert not json_equal(exp, "[" * 100000 + "]" * 100000)
+    assert not json_equal(loads_pairs("[1]"), "not json")
+    assert not json_equal(loads_pairs("{}"), "[]") and not json_equal(loads_pairs("[]"), "{}")
+    assert not json_equal(loads_pairs('{"a": 1}'), '[["a", 1]]')
+    assert json_equal(loads_pairs("[1, true, null]"), "[1.0, 1, null]")  # Python's scalar equality, as before
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def _hog() -> bytes:
+    return b"x" * (4 << 30)
+
+
+def _double(x: int) -> int:
+    return 2 * x
+
+
+@pytest.mark.parametrize(("fn", "status"), [("_spin", "time_limit"), ("_hog", "memory_limit")])
+def test_a_judge_that_overruns_is_the_programs_verdict_and_the_pool_recovers(fn: str, status: str) -> None:
+    pool = JudgePool(1, cpu_s=1.0, memory_mb=1024)
+
+    async def run() -> int:
+        with pytest.raises(JudgeFault) as info:
+            await pool.call(__name__, fn)
+        assert info.value.status == status, str(info.value)
+        return await pool.call(__name__, "_double", 21)  # type: ignore[no-any-return]
+
+    try:
+        assert asyncio.run(run()) == 42
+    finally:
+        pool.close()
