@@ -14,8 +14,12 @@ COPY docker/pip-install.sh docker/verifier-requirements.txt /build/
 COPY docker/wheels/ /wheels/
 RUN sh /build/pip-install.sh -r /build/verifier-requirements.txt "setuptools>=68" wheel
 
-COPY pyproject.toml README* /src/
+COPY pyproject.toml README* MANIFEST.in /src/
 COPY mucode /src/mucode
+# shipped inside the package by pyproject.toml's package-dir mapping
+COPY sandbox /src/sandbox
+COPY configs /src/configs
+COPY eval /src/eval
 RUN sh /build/pip-install.sh --no-deps --no-build-isolation /src \
     && rm -rf /src /wheels /build \
     && python3 -c "import mucode.verifier.app, mucode.rewards.math, mucode.rewards.code"
