@@ -41,6 +41,7 @@ FLAT_IMPORT_SCRIPTS = {
     "mucode.sandbox.executor.languages",
     "mucode.sandbox.executor.pyrun",
     "mucode.sandbox.executor.seccomp",
+    "mucode.sandbox.executor.harness",
 }
 REGISTERS_ON_IMPORT = "mucode.integrations.verl.register"
 
