@@ -235,7 +235,8 @@ class Verifier:
         elif self.needs_sandbox:
             out["ok"] = False
         if self.ctx.math is not None:
-            out["math"] = {"workers": self.ctx.math.alive, "idle": self.ctx.math.idle, "kills": self.ctx.math.kills}
+            out["math"] = {"workers": self.ctx.math.alive, "idle": self.ctx.math.idle, "kills": self.ctx.math.kills,
+                           "sent": self.ctx.math.sent, "shared": self.ctx.math.shared}
             out["ok"] = out["ok"] and self.ctx.math.alive > 0
             self.metrics.math_workers.set(self.ctx.math.alive)
             self.metrics.math_kills.set(self.ctx.math.kills)
