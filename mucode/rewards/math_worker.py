@@ -21,7 +21,9 @@ A worker scores with ``Scorer``, which gives the same verdicts with less work:
   since every LaTeX pattern math-verify matches needs one of them (``$..$``, ``\\[..\\]``, ``\\(..\\)``,
   `` [..] ``, ``\\boxed``, ``\\frac``);
 - a final answer that is exactly ``\\boxed{<gold>}`` is ``correct`` without sympy (math-verify would
-  parse it as the gold itself); its ``extracted`` detail is then the parsed gold.
+  parse it as the gold itself); its ``extracted`` detail is then the parsed gold;
+- a plain integer in a box (``-?[0-9]{1,12}``, nothing else) against an integer gold is compared as
+  integers, without math-verify (which parses both as sympy ``Integer`` and compares them exactly).
 
 Requests are chunks: one line holds a list of ``[gold, final answer, timeout_s]`` items; the reply is
 one line per item, written as each is done, so the parent can time every item on its own.
@@ -33,6 +35,7 @@ import collections
 import json
 import logging
 import os
+import re
 import resource
 import signal
 import sys
@@ -42,6 +45,8 @@ __all__ = ["Scorer", "check_answer", "final_answer", "last_boxed", "worker_main"
 
 _LATEX_MARKS = ("$", "\\", "[")
 """Every LaTeX pattern of math-verify's ``LatexExtractionConfig`` needs one of these characters."""
+_INTEGER = re.compile(r"-?[0-9]{1,12}")
+"""A plain integer: math-verify parses it as ``[Integer(n), text]`` and compares integers exactly."""
 
 
 class ItemTimeout(BaseException):
@@ -145,6 +150,9 @@ class Scorer:
         return entry
 
     def score(self, gold: str, text: str) -> dict[str, Any]:
+        inner = text[7:-1] if text.startswith("\\boxed{") and text.endswith("}") else None
+        if inner is not None and _INTEGER.fullmatch(inner) and _INTEGER.fullmatch(gold):
+            return {"status": "correct" if int(inner) == int(gold) else "wrong_answer", "details": {"extracted": inner}}
         gold_parsed, error = self.gold(gold)
         if not gold_parsed:
             return _gold_error(gold, error)

@@ -79,3 +79,19 @@ def test_text_without_latex_marks_is_no_answer_for_math_verify_too() -> None:
     for text in ["The answer is 42.", "answer: 7 (final answer is 7). I hope it is correct.", "1/2 = 0.5", "x = {3}"]:
         assert check_answer("42", text)["status"] == "no_answer"
         assert Scorer().score("42", final_answer(text))["status"] == "no_answer"
+
+
+def test_integer_shortcut_matches_math_verify() -> None:
+    """Every integer gold of the shipped sets against itself written otherwise and its neighbours."""
+    golds = sorted({g for name, field in SHIPPED.items() for g in _golds(name, field) if g.lstrip("-").isdigit()})
+    assert len(golds) > 100
+    scorer = Scorer()
+    mismatches = []
+    for gold in golds:
+        n = int(gold)
+        for answer in (f"0{gold}", str(n + 1), str(n - 1), str(-n), str(10 * n), "0", "-0"):
+            text = f"\\boxed{{{answer}}}"
+            want, have = check_answer(gold, text)["status"], scorer.score(gold, text)["status"]
+            if want != have:
+                mismatches.append((gold, answer, want, have))
+    assert not mismatches, mismatches[:10]
