@@ -19,7 +19,7 @@ once per request, not per group). A coalesced request the client refuses (4xx) i
 by group, so only the group at fault is masked.
 
 The trainer reaches the verifier only through this session; with no URL configured,
-:func:`verifier_urls` starts an in-process verifier on loopback with ``local_verifier``.
+:func:`verifier_urls` starts a verifier on loopback in a child process (``spawned_verifier``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 from mucode.verifier.client import Scored
 from mucode.verifier.protocol import Item, Status
 from mucode.verifier.session import VerifierSession
+from mucode.verifier.spawn import spawned_verifier
 
 __all__ = ["GroupVerdicts", "VerifyPipeline", "verifier_urls"]
 
@@ -61,13 +62,12 @@ class GroupVerdicts:
 
 @contextlib.contextmanager
 def verifier_urls(urls: list[str], backend: str = "local") -> Iterator[list[str]]:
-    """The configured verifier URLs, or a local verifier started for the duration of the block."""
+    """The configured verifier URLs, or a local verifier started for the duration of the block (in a child
+    process: its event loop and HTTP work must not share the trainer's GIL)."""
     if urls:
         yield list(urls)
         return
-    from mucode.verifier.local import local_verifier
-
-    with local_verifier(backend=backend) as url:
+    with spawned_verifier(backend=backend) as url:
         yield [url]
 
 
