@@ -1,7 +1,7 @@
 """Phases 1–2 of a stage: generate with the frozen policy, verify while generating, store.
 
 Finished groups go to the verifier as the engine yields them; verified groups get their group
-advantages (``mucode.algo.group_advantages`` over the responses whose verification succeeded) and
+advantages (``mucode.algo.group_stats.one_group_advantages``, plain Python, over the responses whose verification succeeded) and
 are appended to the stage store immediately. Responses whose verification failed for
 infrastructure reasons are stored with ``masked=True`` and a NaN reward: they enter neither the
 group statistics nor the loss, and they are counted (``verifier/masked``).
@@ -27,10 +27,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
-from mucode.algo.advantages import group_advantages
+from mucode.algo.group_stats import one_group_advantages
 from mucode.data.types import TaskRecord
 from mucode.rollout.types import EngineError, RolloutEngine, Sample
 from mucode.train.store import StageWriter, StoredGroup, StoredSample
@@ -99,10 +98,8 @@ class RolloutStats:
 
 def _stored_group(slot: int, record: TaskRecord, samples: list[Sample], verdicts: GroupVerdicts,
                   adv_std: str, adv_eps: float) -> StoredGroup:
-    rewards = torch.tensor([0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)])
-    valid = torch.tensor([not m for m in verdicts.masked])
-    advantages = group_advantages(rewards, torch.zeros(len(samples), dtype=torch.long), std=adv_std,
-                                  eps=adv_eps, valid=valid).tolist()
+    rewards = [0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)]
+    advantages = one_group_advantages(rewards, [not m for m in verdicts.masked], std=adv_std, eps=adv_eps)
     per_sample_verify = verdicts.verify_s / max(1, len(samples))
     return StoredGroup(
         group_id=slot,
