@@ -51,8 +51,13 @@ def spawned_verifier(backend: str = "local", *, start_timeout_s: float = 300.0, 
         line = ""
     try:
         if not line.startswith("ready "):
-            raise RuntimeError(f"the verifier process (backend={backend!r}) did not start within {start_timeout_s} s "
-                               f"(exit code {child.poll()}; see its log above)")
+            if line:  # something else wrote on the readiness pipe
+                why = f"said {line.strip()[:200]!r} instead of 'ready <port>'"
+            elif child.poll() is None and not _exited(child):
+                why = f"did not start within {start_timeout_s} s"
+            else:
+                why = f"exited during start-up (code {child.returncode}; its log above says why)"
+            raise RuntimeError(f"the verifier process (backend={backend!r}) {why}")
         yield f"http://127.0.0.1:{int(line.split()[1])}"
     finally:
         with contextlib.suppress(OSError):
@@ -63,6 +68,14 @@ def spawned_verifier(backend: str = "local", *, start_timeout_s: float = 300.0, 
             child.kill()
             child.wait()
         child.stdout.close()
+
+
+def _exited(child: subprocess.Popen[str], wait_s: float = 10.0) -> bool:
+    try:
+        child.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _serve(config: dict[str, Any]) -> None:

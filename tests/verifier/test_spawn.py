@@ -26,7 +26,7 @@ def test_spawned_verifier_scores_and_stops() -> None:
 
 
 def test_a_bad_setting_fails_loud() -> None:
-    with pytest.raises(RuntimeError, match="did not start"), spawned_verifier("no-such-backend", **MATH):
+    with pytest.raises(RuntimeError, match="exited during start-up"), spawned_verifier("no-such-backend", **MATH):
         pass
 
 
