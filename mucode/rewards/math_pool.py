@@ -13,7 +13,8 @@ already decided (an LRU of verdicts; ``time_limit``, ``memory_limit`` and ``veri
 never remembered) is answered at once, one being scored is shared, so a group's G responses with a
 few distinct answers cost a few verifications. Jobs wait in one FIFO; whenever a worker has room
 (at most ``pipeline_depth`` items in flight, refilled once half of them are done) it is sent a chunk
-of them in one message, the queue shared fairly among the workers with room. The queue is pumped
+of them in one message, the queue shared fairly among the workers with room, each gold's jobs going
+to the worker that has its parse (an idle worker takes any). The queue is pumped
 once per event-loop turn (``call_soon``), so a request's items leave together; nothing waits on a
 condition. An item's clock starts when its worker begins it (the previous item's reply arrived),
 not when it was queued, so the watchdog times every item on its own.
@@ -112,6 +113,7 @@ class MathWorkerPool:
         self._workers: list[_Worker] = []
         self._queue: collections.deque[_Job] = collections.deque()
         self._jobs: dict[_Key, _Job] = {}  # queued or in flight, by key
+        self._owners: dict[str, _Worker] = {}  # gold -> the worker its jobs go to (cache affinity)
         self._verdicts: collections.OrderedDict[_Key, MathOutcome] = collections.OrderedDict()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pump_due = False
@@ -154,6 +156,7 @@ class MathWorkerPool:
         self._fail_all(self._queue, "the math worker pool was closed")
         self._workers.clear()
         self._jobs.clear()
+        self._owners.clear()
         self._loop = None
         await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -187,7 +190,8 @@ class MathWorkerPool:
             self._loop.call_soon(self._pump)
 
     def _pump(self) -> None:
-        """Sends queued jobs, in chunks, to the workers with room (a fair share of the queue each)."""
+        """Sends queued jobs, in chunks, to the workers with room: each takes a fair share of the queue,
+        its own golds' jobs first (see ``_choose``)."""
         self._pump_due = False
         if self._closed:
             return
@@ -198,16 +202,34 @@ class MathWorkerPool:
             if not self._queue:
                 return
             share = math.ceil(len(self._queue) / (len(room) - n))
-            take = min(share, self.pipeline_depth - len(worker.inflight))
-            jobs: list[_Job] = []
-            while self._queue and len(jobs) < take:
-                job = self._queue.popleft()
-                if job.waiters > 0:
-                    jobs.append(job)
-                else:
-                    self._abandon(job)
+            jobs = self._choose(worker, min(share, self.pipeline_depth - len(worker.inflight)))
             if jobs:
                 self._send(worker, jobs)
+
+    def _choose(self, worker: _Worker, take: int) -> list[_Job]:
+        """Up to ``take`` queued jobs for ``worker``: those of golds it owns or nobody owns (it then owns
+        them), so a gold's items meet the same worker's caches (its parse, math-verify's LRU); an idle
+        worker that finds none takes the oldest job anyway, so no worker idles while jobs wait."""
+        chosen: list[_Job] = []
+        kept: collections.deque[_Job] = collections.deque()
+        while self._queue and len(chosen) < take:
+            job = self._queue.popleft()
+            if job.waiters <= 0:
+                self._abandon(job)
+                continue
+            owner = self._owners.get(job.key[0])
+            if owner is None or owner not in self._workers:
+                owner = self._owners[job.key[0]] = worker
+                if len(self._owners) > 4 * self.remember + 1024:
+                    self._owners.clear()  # forget old golds (ownership is only a cache hint)
+            if owner is worker:
+                chosen.append(job)
+            else:
+                kept.append(job)
+        if not chosen and not worker.inflight and kept:
+            chosen.append(kept.popleft())
+        self._queue.extendleft(reversed(kept))
+        return chosen
 
     def _drop_abandoned(self) -> None:
         while self._queue and self._queue[0].waiters <= 0:
