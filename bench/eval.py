@@ -88,18 +88,23 @@ def timed_client(fn: Any, trace: bool = False) -> tuple[Any, float, float | None
     return result, wall, peak
 
 
-def mucode_lcb(url: str, data: Path, samples: int, trace: bool = False) -> tuple[dict[str, Any], float, float | None]:
+def mucode_lcb(
+    url: str, data: Path, samples: int, trace: bool = False
+) -> tuple[dict[str, Any], float, float | None]:
     from mucode.eval.core import SamplesSource
     from mucode.eval.judge import VerifierOptions
-    from mucode.eval.lcb_data import load_livecodebench
-    from mucode.eval.livecodebench import evaluate_livecodebench
+    from mucode.eval.livecodebench.data import load_livecodebench
+    from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
 
-    problems = load_livecodebench("release_v1", source=data)  # decoded (and `datasets` imported) off the clock
+    problems = load_livecodebench(
+        "release_v1", source=data
+    )  # decoded (and `datasets` imported) off the clock
     source = SamplesSource({"abc999_z": [f"```python\n{c}\n```" for c in lcb_codes(samples)]})
     return timed_client(
         lambda: evaluate_livecodebench(
             source, release="release_v1", problems=problems, verifier=VerifierOptions(urls=[url])
-        )["livecodebench"], trace
+        )["livecodebench"],
+        trace,
     )
 
 
@@ -145,8 +150,10 @@ def evalplus_codes(samples: int) -> list[str]:
     return [f"{CLAMP_OK if i % 8 < 5 else CLAMP_WRONG}\n# sample {i}" for i in range(samples)]
 
 
-def mucode_evalplus(url: str, data: Path, samples: int, trace: bool = False) -> tuple[dict[str, Any], float, float | None]:
-    from mucode.eval.evalplus_bench import evaluate_evalplus
+def mucode_evalplus(
+    url: str, data: Path, samples: int, trace: bool = False
+) -> tuple[dict[str, Any], float, float | None]:
+    from mucode.eval.evalplus.evaluate import evaluate_evalplus
     from mucode.eval.judge import VerifierOptions
 
     chosen = {"humaneval": ({"HumanEval/950": evalplus_codes(samples)}, "solution")}
@@ -161,7 +168,7 @@ def mucode_evalplus(url: str, data: Path, samples: int, trace: bool = False) -> 
 _EVALPLUS_GRADER = r"""
 import json, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from mucode.eval.evalplus_bench import load_evalplus
+from mucode.eval.evalplus.evaluate import load_evalplus
 from evalplus.eval import PASS, untrusted_check
 
 job = json.load(sys.stdin)
@@ -204,7 +211,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="processes of the upstream graders")
     ap.add_argument("--backend", default="local", choices=["local", "docker"])
     ap.add_argument("--slots", type=int, default=2, help="sandbox slots of the verifier service")
-    ap.add_argument("--client-memory", action="store_true", help="also measure mucode's client memory (a second pass)")
+    ap.add_argument(
+        "--client-memory", action="store_true", help="also measure mucode's client memory (a second pass)"
+    )
     args = ap.parse_args()
 
     from verifier import Service  # bench/verifier.py
@@ -215,13 +224,17 @@ def main() -> None:
         tests = lcb_problem(Path(tmp) / "lcb", args.lcb_mb)
         plus = Path(tmp) / "HumanEvalPlus.jsonl"
         evalplus_task(plus, args.plus_inputs)
-        from mucode.eval.evalplus_bench import load_evalplus
+        from mucode.eval.evalplus.evaluate import load_evalplus
 
         load_evalplus("humaneval", override_path=plus)  # ground truth computed and cached before timing
         service = Service(options, 1, backend=args.backend)
         try:
             entry, wall, _ = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)
-            peak = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples, True)[2] if args.client_memory else None
+            peak = (
+                mucode_lcb(service.url, Path(tmp) / "lcb", args.samples, True)[2]
+                if args.client_memory
+                else None
+            )
             rows.append((f"LiveCodeBench, {args.lcb_mb:g} MB of tests", "mucode (sandbox, HTTP)", args.samples / wall,
                          f"{entry['pass@1']:.3f}", _mb(peak)))  # fmt: skip
             report, wall, _ = mucode_evalplus(service.url, plus, args.samples)
@@ -239,8 +252,10 @@ def main() -> None:
     from mucode.eval.benchmarks import get_protocol
 
     lcb, plus = get_protocol("livecodebench"), get_protocol("evalplus")
-    print(f"\nbackend {args.backend}, {args.slots} slots; {args.samples} samples per problem; mucode's prompts "
-          f"from the default protocols ({lcb.kind}/{lcb.name}: {lcb.prompt}, {plus.kind}/{plus.name}: {plus.prompt})\n")
+    print(
+        f"\nbackend {args.backend}, {args.slots} slots; {args.samples} samples per problem; mucode's prompts "
+        f"from the default protocols ({lcb.kind}/{lcb.name}: {lcb.prompt}, {plus.kind}/{plus.name}: {plus.prompt})\n"
+    )
     print("| problem | grader | samples/s | pass@1 | client peak MB |\n|---|---|---:|---:|---:|")
     for problem, grader, rate, passed, peak in rows:
         print(f"| {problem} | {grader} | {rate:.2f} | {passed} | {peak} |")

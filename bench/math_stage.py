@@ -35,8 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MATH500 = ROOT / "mucode" / "assets" / "math" / "math500.jsonl"
 
-FILLER = ("We first rewrite the expression as $x^2 + {a}x = {b}$ and complete the square, so "
-          "$(x + {h})^2 = {c}$. Checking the case $x = {a}$ gives ${a}^2 = {sq}$, which is consistent. ")
+FILLER = (
+    "We first rewrite the expression as $x^2 + {a}x = {b}$ and complete the square, so "
+    "$(x + {h})^2 = {c}$. Checking the case $x = {a}$ gives ${a}^2 = {sq}$, which is consistent. "
+)
 
 
 def _golds(kind: str) -> list[str]:
@@ -59,7 +61,9 @@ def stage_items(prompts: int, samples: int, seed: int, kind: str = "math500") ->
             choices = [gold, gold, f"{{{gold}}}", *wrong]  # an equal form: braces around the gold
         for _ in range(samples):
             a = rng.randint(2, 99)
-            text = "".join(FILLER.format(a=a, b=a * 3, h=a / 2, c=a * a, sq=a * a) for _ in range(rng.randint(2, 6)))
+            text = "".join(
+                FILLER.format(a=a, b=a * 3, h=a / 2, c=a * a, sq=a * a) for _ in range(rng.randint(2, 6))
+            )
             if rng.random() < 0.1:
                 items.append((gold, text))
             else:
@@ -110,14 +114,16 @@ async def mucode(items: list[tuple[str, str]], workers: int, samples: int) -> tu
         t0 = time.perf_counter()
 
         async def group(start: int) -> list[str]:
-            outs = await asyncio.gather(*(pool.check(g, r) for g, r in items[start:start + samples]))
+            outs = await asyncio.gather(*(pool.check(g, r) for g, r in items[start : start + samples]))
             return [o.status for o in outs]
 
         groups = await asyncio.gather(*(group(s) for s in range(0, len(items), samples)))
         wall = time.perf_counter() - t0
         cpu = sum(_cpu_s(p) for p in pids) - cpu0 + time.process_time() - c0
-        print(f"mucode pool: {pool.sent} items sent to workers, {pool.shared} answered by a shared verdict; "
-              f"parent CPU {time.process_time() - c0:.2f} s")
+        print(
+            f"mucode pool: {pool.sent} items sent to workers, {pool.shared} answered by a shared verdict; "
+            f"parent CPU {time.process_time() - c0:.2f} s"
+        )
     finally:
         await pool.close()
     return wall, cpu, [s for g in groups for s in g]
@@ -129,19 +135,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--answers", choices=["math500", "integer"], default="math500",
-                        help="gold answers: all of MATH500's, or its integer ones (AIME/DeepScaleR-like)")
+    parser.add_argument(
+        "--answers",
+        choices=["math500", "integer"],
+        default="math500",
+        help="gold answers: all of MATH500's, or its integer ones (AIME/DeepScaleR-like)",
+    )
     args = parser.parse_args(argv)
     items = stage_items(args.prompts, args.samples, args.seed, args.answers)
-    print(f"{len(items)} items ({args.prompts} prompts x {args.samples}), {args.workers} worker processes each; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{len(items)} items ({args.prompts} prompts x {args.samples}), {args.workers} worker processes each; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     b_wall, b_cpu, b_status = baseline(items, args.workers)
     m_wall, m_cpu, m_status = asyncio.run(mucode(items, args.workers, args.samples))
     n = len(items)
     print(f"{'':34}{'wall s':>9}{'items/s':>10}{'CPU s':>9}")
     print(f"{'plain math_verify process pool':34}{b_wall:>9.2f}{n / b_wall:>10.0f}{b_cpu:>9.2f}")
     print(f"{'mucode MathWorkerPool':34}{m_wall:>9.2f}{n / m_wall:>10.0f}{m_cpu:>9.2f}")
-    print(f"ratio (mucode / baseline): throughput {b_wall / m_wall:.2f}x, CPU per item {b_cpu / m_cpu:.2f}x less")
+    print(
+        f"ratio (mucode / baseline): throughput {b_wall / m_wall:.2f}x, CPU per item {b_cpu / m_cpu:.2f}x less"
+    )
     agree = sum(a == b for a, b in zip(b_status, m_status, strict=True))
     counts: dict[str, int] = {}
     for s in b_status:

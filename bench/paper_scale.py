@@ -51,11 +51,19 @@ def synthetic_math(n: int, seed: int = 0) -> list[Any]:
     records = []
     for i in range(n):
         a, b, c = rng.randint(2, 999), rng.randint(2, 99), rng.randint(1, 9999)
-        text = (f"Problem {i}. A store sells {a} boxes with {b} pencils in each box, and then receives {c} "
-                f"more pencils. How many pencils does it have in total? Let's think step by step and output "
-                f"the final answer within \\boxed{{}}.")
-        records.append(TaskRecord(prompt_id=f"syn-{i}", messages=[{"role": "user", "content": text}],
-                                  program="math", spec={"answer": str(a * b + c)}))
+        text = (
+            f"Problem {i}. A store sells {a} boxes with {b} pencils in each box, and then receives {c} "
+            f"more pencils. How many pencils does it have in total? Let's think step by step and output "
+            f"the final answer within \\boxed{{}}."
+        )
+        records.append(
+            TaskRecord(
+                prompt_id=f"syn-{i}",
+                messages=[{"role": "user", "content": text}],
+                program="math",
+                spec={"answer": str(a * b + c)},
+            )
+        )
     return records
 
 
@@ -87,6 +95,7 @@ class _Timed:
                 return fn(*args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - start
+
         return call
 
 
@@ -104,8 +113,14 @@ def stand_in_policy(vocab_size: int, hidden: int = 16) -> Any:
             self.embed = nn.Embedding(vocab_size, hidden)
             self.head = nn.Linear(hidden, vocab_size)
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: Any = None, position_ids: Any = None,
-                    use_cache: bool = False, logits_to_keep: int = 0) -> Any:
+        def forward(
+            self,
+            input_ids: torch.Tensor,
+            attention_mask: Any = None,
+            position_ids: Any = None,
+            use_cache: bool = False,
+            logits_to_keep: int = 0,
+        ) -> Any:
             hidden_states = self.embed(input_ids if not logits_to_keep else input_ids[:, -logits_to_keep:])
             return SimpleNamespace(logits=self.head(hidden_states))
 
@@ -119,13 +134,20 @@ def _cpu_s(pid: int) -> float:
 
 
 def _children(pid: int) -> list[int]:
-    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
-            for c in (task / "children").read_text().split()]
+    return [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
 
 
 def _verifier_cpu() -> tuple[float, float]:
     """CPU seconds of the spawned verifier process itself and of its math workers."""
-    service = [c for c in _children(os.getpid()) if b"mucode.verifier.spawn" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    service = [
+        c
+        for c in _children(os.getpid())
+        if b"mucode.verifier.spawn" in Path(f"/proc/{c}/cmdline").read_bytes()
+    ]
     if not service:
         return 0.0, 0.0
     return _cpu_s(service[0]), sum(_cpu_s(w) for w in _children(service[0]))
@@ -137,9 +159,19 @@ def _rss_mb() -> tuple[float, float]:
     return me, children
 
 
-def run_stage(out: Path, *, prompts: int, samples: int, prompts_per_update: int, dataset: int,
-              mean_response_tokens: float, max_response_tokens: int, updates: int, seed: int = 0,
-              math_workers: int | None = None) -> dict[str, Any]:
+def run_stage(
+    out: Path,
+    *,
+    prompts: int,
+    samples: int,
+    prompts_per_update: int,
+    dataset: int,
+    mean_response_tokens: float,
+    max_response_tokens: int,
+    updates: int,
+    seed: int = 0,
+    math_workers: int | None = None,
+) -> dict[str, Any]:
     """One stage of ``prompts`` × ``samples`` responses end to end; returns the figures."""
     from transformers import AutoTokenizer
 
@@ -182,8 +214,15 @@ def run_stage(out: Path, *, prompts: int, samples: int, prompts_per_update: int,
 
     class TimedEngine:
         def __init__(self) -> None:
-            self.inner = make_engine("dummy", tiny, temperature=1.0, max_new_tokens=max_response_tokens, seed=seed,
-                                     batch_size=64, mean_response_tokens=mean_response_tokens)
+            self.inner = make_engine(
+                "dummy",
+                tiny,
+                temperature=1.0,
+                max_new_tokens=max_response_tokens,
+                seed=seed,
+                batch_size=64,
+                mean_response_tokens=mean_response_tokens,
+            )
 
         def generate(self, batch: Any, g: int) -> Any:
             return engine_timer.wrap_iter(iter(self.inner.generate(batch, g)))
@@ -192,16 +231,26 @@ def run_stage(out: Path, *, prompts: int, samples: int, prompts_per_update: int,
             self.inner.close()
 
     # what a math stage needs: the math program and its workers, no code sandbox (run_code off)
-    settings = {"programs": ["math"], "run_code": False} | ({"math_workers": math_workers} if math_workers else {})
+    settings = {"programs": ["math"], "run_code": False} | (
+        {"math_workers": math_workers} if math_workers else {}
+    )
     rss_marks: dict[str, float] = {}
     with spawned_verifier(**settings) as url:  # as the trainer starts it: its own process
         pipeline = VerifyPipeline([url], timeout_s=600, retries=2)
         try:
             start, cpu = time.perf_counter(), time.process_time()
             service_cpu, workers_cpu = _verifier_cpu()
-            stats = generate_stage(stage=0, engine_factory=TimedEngine, prompts=todo, samples_per_prompt=samples,
-                                   writer=writer, pipeline=pipeline, adv_std="unbiased", adv_eps=1e-6,
-                                   show_progress=False)
+            stats = generate_stage(
+                stage=0,
+                engine_factory=TimedEngine,
+                prompts=todo,
+                samples_per_prompt=samples,
+                writer=writer,
+                pipeline=pipeline,
+                adv_std="unbiased",
+                adv_eps=1e-6,
+                show_progress=False,
+            )
             wall = time.perf_counter() - start
             writer.wait()
             trainer_cpu = time.process_time() - cpu
@@ -274,18 +323,25 @@ def _report(rows: list[dict[str, Any]]) -> str:
     header = f"{'phase':<42}" + "".join(f"{r['responses']:>14,}" for r in rows)
     lines += [f"responses per stage →{'':21}" + "".join(f"{'':>14}" for _ in rows), header, "-" * len(header)]
     for phase in phases:
-        lines.append(f"{phase + ' (s)':<42}" + "".join(f"{r['times'].get(phase, float('nan')):>14.1f}" for r in rows))
-    for key, label, scale in [("peak_rss_after_generation_mb", "peak RSS after generation+store (MB)", 1),
-                              ("peak_rss_mb", "peak RSS, whole stage (MB)", 1),
-                              ("peak_rss_children_mb", "peak RSS of a verifier worker (MB)", 1),
-                              ("store_bytes", "store on disk (MB)", MB), ("store_shards", "store shards", 1),
-                              ("mean_prompt_tokens", "mean prompt tokens", 1),
-                              ("mean_response_tokens", "mean response tokens", 1),
-                              ("verifier_busy_s", "verifier busy (sum of latencies, s)", 1)]:
+        lines.append(
+            f"{phase + ' (s)':<42}" + "".join(f"{r['times'].get(phase, float('nan')):>14.1f}" for r in rows)
+        )
+    for key, label, scale in [
+        ("peak_rss_after_generation_mb", "peak RSS after generation+store (MB)", 1),
+        ("peak_rss_mb", "peak RSS, whole stage (MB)", 1),
+        ("peak_rss_children_mb", "peak RSS of a verifier worker (MB)", 1),
+        ("store_bytes", "store on disk (MB)", MB),
+        ("store_shards", "store shards", 1),
+        ("mean_prompt_tokens", "mean prompt tokens", 1),
+        ("mean_response_tokens", "mean response tokens", 1),
+        ("verifier_busy_s", "verifier busy (sum of latencies, s)", 1),
+    ]:
         lines.append(f"{label:<42}" + "".join(f"{r[key] / scale:>14,.1f}" for r in rows))
     for part in rows[-1]["cpu_ms_per_response"]:
-        lines.append(f"{'CPU ms/response, ' + part:<42}"
-                     + "".join(f"{r['cpu_ms_per_response'][part]:>14.3f}" for r in rows))
+        lines.append(
+            f"{'CPU ms/response, ' + part:<42}"
+            + "".join(f"{r['cpu_ms_per_response'][part]:>14.3f}" for r in rows)
+        )
     lines.append(f"{'verifier requests':<42}" + "".join(f"{r['verifier_requests']:>14,}" for r in rows))
     return "\n".join(lines)
 
@@ -296,7 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompts", type=int, default=32_768, help="B_train of the full stage")
     parser.add_argument("--samples", type=int, default=8, help="G")
     parser.add_argument("--prompts-per-update", type=int, default=32, help="B_mini")
-    parser.add_argument("--dataset", type=int, default=40_315, help="prompts in the data set (DeepScaleR: 40,315)")
+    parser.add_argument(
+        "--dataset", type=int, default=40_315, help="prompts in the data set (DeepScaleR: 40,315)"
+    )
     parser.add_argument("--mean-response-tokens", type=float, default=512)
     parser.add_argument("--max-response-tokens", type=int, default=3072)
     parser.add_argument("--updates", type=int, default=4, help="updates timed with the stand-in policy")
@@ -306,9 +364,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--one", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    common = dict(samples=args.samples, prompts_per_update=args.prompts_per_update, dataset=args.dataset,
-                  mean_response_tokens=args.mean_response_tokens, max_response_tokens=args.max_response_tokens,
-                  updates=args.updates, math_workers=args.math_workers)
+    common = dict(
+        samples=args.samples,
+        prompts_per_update=args.prompts_per_update,
+        dataset=args.dataset,
+        mean_response_tokens=args.mean_response_tokens,
+        max_response_tokens=args.max_response_tokens,
+        updates=args.updates,
+        math_workers=args.math_workers,
+    )
     if args.one is not None:  # a child process: one size, figures as JSON on the last line
         prompts = max(args.prompts_per_update, int(args.prompts * args.one))
         out = args.out / f"size-{prompts}"
@@ -319,7 +383,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     rows = []
     for fraction in [float(f) for f in args.fractions.split(",")]:
-        cmd = [sys.executable, __file__, "--one", str(fraction), *(argv if argv is not None else sys.argv[1:])]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--one",
+            str(fraction),
+            *(argv if argv is not None else sys.argv[1:]),
+        ]
         print(f"running {fraction:g} of the stage: {' '.join(cmd[1:])}", flush=True)
         start = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)

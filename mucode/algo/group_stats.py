@@ -24,8 +24,13 @@ def _to_f32(value: float) -> float:
     return float(_F32.unpack(_F32.pack(value))[0])
 
 
-def one_group_advantages(rewards: Sequence[float], valid: Sequence[bool] | None = None, *,
-                         std: StdEstimator | str = StdEstimator.UNBIASED, eps: float = 1e-6) -> list[float]:
+def one_group_advantages(
+    rewards: Sequence[float],
+    valid: Sequence[bool] | None = None,
+    *,
+    std: StdEstimator | str = StdEstimator.UNBIASED,
+    eps: float = 1e-6,
+) -> list[float]:
     """Advantages of one group's responses (``valid=False``: left out, advantage 0)."""
     estimator = parse_mode(StdEstimator, std, "std")
     if eps < 0:

@@ -17,14 +17,23 @@ from typing import Any
 # to register the eval commands) must not import the evaluators, which pull in httpx (the verifier
 # client), ``datasets``' loaders and the benchmark tables: ~0.3 CPU-s a command that needs none.
 _EXPORTS = {
-    "BENCHMARKS": "mucode.eval.benchmarks", "Benchmark": "mucode.eval.benchmarks",
-    "get_protocol": "mucode.eval.benchmarks", "protocol_names": "mucode.eval.benchmarks",
-    "EngineSource": "mucode.eval.core", "SamplesSource": "mucode.eval.core",
-    "evaluate_benchmarks": "mucode.eval.dispatch", "evaluate_evalplus": "mucode.eval.evalplus_bench",
-    "VerifierOptions": "mucode.eval.judge", "evaluate_livecodebench": "mucode.eval.livecodebench",
-    "MATH_BENCHMARKS": "mucode.eval.math_bench", "evaluate_math": "mucode.eval.math_bench",
-    "pass_at_k": "mucode.eval.passk", "pass_at_k_table": "mucode.eval.passk", "Protocol": "mucode.eval.protocols",
-    "format_table": "mucode.eval.report", "metrics_from_report": "mucode.eval.report",
+    "BENCHMARKS": "mucode.eval.benchmarks",
+    "Benchmark": "mucode.eval.benchmarks",
+    "get_protocol": "mucode.eval.benchmarks",
+    "protocol_names": "mucode.eval.benchmarks",
+    "EngineSource": "mucode.eval.core",
+    "SamplesSource": "mucode.eval.core",
+    "evaluate_benchmarks": "mucode.eval.benchmarks",
+    "evaluate_evalplus": "mucode.eval.evalplus.evaluate",
+    "VerifierOptions": "mucode.eval.judge",
+    "evaluate_livecodebench": "mucode.eval.livecodebench.evaluate",
+    "MATH_BENCHMARKS": "mucode.eval.math_bench",
+    "evaluate_math": "mucode.eval.math_bench",
+    "pass_at_k": "mucode.eval.passk",
+    "pass_at_k_table": "mucode.eval.passk",
+    "Protocol": "mucode.eval.protocols",
+    "format_table": "mucode.eval.report",
+    "metrics_from_report": "mucode.eval.report",
     "write_report": "mucode.eval.report",
 }
 

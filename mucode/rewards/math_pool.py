@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.rewards.math_worker import final_answer
-from mucode.verifier.protocol import Status
+from mucode.protocol import Status
 
 __all__ = ["MathOutcome", "MathWorkerPool"]
 
@@ -147,7 +147,9 @@ class MathWorkerPool:
 
     async def close(self) -> None:
         self._closed = True
-        tasks = [t for t in (self._watchdog, *self._tasks, *(w.reader for w in self._workers)) if t is not None]
+        tasks = [
+            t for t in (self._watchdog, *self._tasks, *(w.reader for w in self._workers)) if t is not None
+        ]
         for task in tasks:
             task.cancel()
         for w in list(self._workers):
@@ -245,7 +247,9 @@ class MathWorkerPool:
         self.sent += len(jobs)
         line = json.dumps([list(job.key) for job in jobs]) + "\n"
         assert worker.process.stdin is not None
-        with contextlib.suppress(OSError, ConnectionError, RuntimeError):  # a dead worker: its reader retires it
+        with contextlib.suppress(
+            OSError, ConnectionError, RuntimeError
+        ):  # a dead worker: its reader retires it
             worker.process.stdin.write(line.encode())
 
     def _finish(self, job: _Job, status: str, details: dict[str, Any], wall_s: float = 0.0) -> None:
@@ -281,7 +285,10 @@ class MathWorkerPool:
                     reply = json.loads(line)
                     status, details = str(reply["status"]), dict(reply["details"])
                 except (ValueError, KeyError, TypeError) as exc:
-                    status, details = Status.verifier_error.value, {"error": f"bad reply from a math worker: {exc!r}"}
+                    status, details = (
+                        Status.verifier_error.value,
+                        {"error": f"bad reply from a math worker: {exc!r}"},
+                    )
                 self._finish(job, status, details, now - (job.started or now))
             if self._queue and len(worker.inflight) <= self.pipeline_depth // 2:
                 self._schedule_pump()
@@ -297,8 +304,11 @@ class MathWorkerPool:
                     continue
                 if now - head.started > head.limit_s + self.kill_grace_s:
                     self.kills += 1
-                    await self._retire(worker, "time_limit",
-                                       {"error": f"math-verify took over {head.limit_s} s; worker killed"})
+                    await self._retire(
+                        worker,
+                        "time_limit",
+                        {"error": f"math-verify took over {head.limit_s} s; worker killed"},
+                    )
 
     async def _retire(self, worker: _Worker, status: str, details: dict[str, Any]) -> None:
         """Removes a worker: its current item gets ``status``, the queued ones go back to the queue's front."""
@@ -352,8 +362,13 @@ class MathWorkerPool:
 
     async def _spawn(self) -> _Worker:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mucode.rewards.math_worker", str(self.memory_limit_mb),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=_LINE_LIMIT,
+            sys.executable,
+            "-m",
+            "mucode.rewards.math_worker",
+            str(self.memory_limit_mb),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=_LINE_LIMIT,
         )
         worker = _Worker(process)
         assert process.stdout is not None

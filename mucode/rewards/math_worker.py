@@ -88,8 +88,9 @@ def _parse_gold(gold: str) -> tuple[list[Any], str | None]:
     from math_verify import LatexExtractionConfig, parse
 
     try:
-        return parse("\\boxed{" + gold + "}", [LatexExtractionConfig()], parsing_timeout=None,
-                     raise_on_error=True), None
+        return parse(
+            "\\boxed{" + gold + "}", [LatexExtractionConfig()], parsing_timeout=None, raise_on_error=True
+        ), None
     except Exception as exc:  # noqa: BLE001 - any parser failure on the gold is the data set's problem
         return [], f"{type(exc).__name__}: {exc}"
 
@@ -97,9 +98,11 @@ def _parse_gold(gold: str) -> tuple[list[Any], str | None]:
 def _gold_error(gold: str, error: str | None) -> dict[str, Any]:
     return {
         "status": "verifier_error",
-        "details": {"error": f"the gold answer {gold!r} could not be parsed by math-verify"
-                    + (f" ({error})" if error else "")
-                    + "; fix the data set's answer (e.g. write it as LaTeX)"},
+        "details": {
+            "error": f"the gold answer {gold!r} could not be parsed by math-verify"
+            + (f" ({error})" if error else "")
+            + "; fix the data set's answer (e.g. write it as LaTeX)"
+        },
     }
 
 
@@ -108,8 +111,9 @@ def _score_text(gold_parsed: list[Any], text: str) -> dict[str, Any]:
     from math_verify import LatexExtractionConfig, parse, verify
 
     try:
-        parsed = parse(text, [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None,
-                       raise_on_error=True)
+        parsed = parse(
+            text, [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None, raise_on_error=True
+        )
     except Exception as exc:  # noqa: BLE001 - an unparsable response is "no answer", not a crash
         return {"status": "no_answer", "details": {"parse_error": f"{type(exc).__name__}: {exc}"[:500]}}
     if not parsed:
@@ -152,7 +156,10 @@ class Scorer:
     def score(self, gold: str, text: str) -> dict[str, Any]:
         inner = text[7:-1] if text.startswith("\\boxed{") and text.endswith("}") else None
         if inner is not None and _INTEGER.fullmatch(inner) and _INTEGER.fullmatch(gold):
-            return {"status": "correct" if int(inner) == int(gold) else "wrong_answer", "details": {"extracted": inner}}
+            return {
+                "status": "correct" if int(inner) == int(gold) else "wrong_answer",
+                "details": {"extracted": inner},
+            }
         gold_parsed, error = self.gold(gold)
         if not gold_parsed:
             return _gold_error(gold, error)

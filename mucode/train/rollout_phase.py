@@ -66,8 +66,16 @@ class RolloutStats:
         out = cls()
         for part in parts:
             other = cls(**part)  # type: ignore[arg-type]
-            for name in ("groups", "responses", "reward_sum", "scored", "masked", "resends", "truncated",
-                         "response_tokens"):
+            for name in (
+                "groups",
+                "responses",
+                "reward_sum",
+                "scored",
+                "masked",
+                "resends",
+                "truncated",
+                "response_tokens",
+            ):
                 setattr(out, name, getattr(out, name) + getattr(other, name))
             out.engine_starts = max(out.engine_starts, other.engine_starts)
             for key, n in other.statuses.items():
@@ -96,8 +104,14 @@ class RolloutStats:
         return out
 
 
-def _stored_group(slot: int, record: TaskRecord, samples: list[Sample], verdicts: GroupVerdicts,
-                  adv_std: str, adv_eps: float) -> StoredGroup:
+def _stored_group(
+    slot: int,
+    record: TaskRecord,
+    samples: list[Sample],
+    verdicts: GroupVerdicts,
+    adv_std: str,
+    adv_eps: float,
+) -> StoredGroup:
     rewards = [0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)]
     advantages = one_group_advantages(rewards, [not m for m in verdicts.masked], std=adv_std, eps=adv_eps)
     per_sample_verify = verdicts.verify_s / max(1, len(samples))
@@ -142,8 +156,14 @@ def generate_stage(
     stats = RolloutStats()
     todo = [p for p in prompts if p[0] not in writer.done_group_ids]
     by_slot: dict[int, TaskRecord] = {slot: record for slot, record, _ in todo}
-    bar = tqdm(total=len(todo), desc=f"stage {stage} rollout", unit="group", disable=not show_progress,
-               dynamic_ncols=True, leave=False)
+    bar = tqdm(
+        total=len(todo),
+        desc=f"stage {stage} rollout",
+        unit="group",
+        disable=not show_progress,
+        dynamic_ncols=True,
+        leave=False,
+    )
 
     def store(verdicts: GroupVerdicts) -> None:
         slot, samples = verdicts.key, verdicts.payload
@@ -160,7 +180,9 @@ def generate_stage(
             else:
                 stats.scored += 1
                 stats.reward_sum += s.reward
-        bar.set_postfix(reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked, refresh=False)
+        bar.set_postfix(
+            reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked, refresh=False
+        )
 
     def submit(group: list[Sample]) -> None:
         slot = int(group[0].prompt_id)
@@ -168,7 +190,8 @@ def generate_stage(
             for sample, logprobs in zip(group, rescore(group), strict=True):
                 sample.behaviour_logprobs = logprobs
         items: list[dict[str, Any]] = [
-            by_slot[slot].verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}") for s in group
+            by_slot[slot].verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}")
+            for s in group
         ]
         pipeline.submit(slot, items, payload=group)
         bar.update(1)
@@ -189,9 +212,15 @@ def generate_stage(
     return stats
 
 
-def _run_engines(stage: int, engine_factory: Callable[[], RolloutEngine], todo: list[tuple[int, TaskRecord, list[int]]],
-                 samples_per_prompt: int, submit: Callable[[list[Sample]], None], stats: RolloutStats,
-                 max_engine_restarts: int) -> None:
+def _run_engines(
+    stage: int,
+    engine_factory: Callable[[], RolloutEngine],
+    todo: list[tuple[int, TaskRecord, list[int]]],
+    samples_per_prompt: int,
+    submit: Callable[[list[Sample]], None],
+    stats: RolloutStats,
+    max_engine_restarts: int,
+) -> None:
     """Generate ``todo`` with an engine from ``engine_factory``, handing each group to ``submit``; after an
     :class:`EngineError` a new engine takes the prompts not yet submitted (at most ``max_engine_restarts``)."""
     submitted: set[int] = set()
@@ -202,17 +231,25 @@ def _run_engines(stage: int, engine_factory: Callable[[], RolloutEngine], todo: 
         begin = time.perf_counter()
         engine = engine_factory()
         stats.engine_starts += 1
-        stats.times["time/engine_start"] = stats.times.get("time/engine_start", 0.0) + time.perf_counter() - begin
+        stats.times["time/engine_start"] = (
+            stats.times.get("time/engine_start", 0.0) + time.perf_counter() - begin
+        )
         try:
-            for group in engine.generate([(str(slot), ids) for slot, _, ids in remaining], samples_per_prompt):
+            for group in engine.generate(
+                [(str(slot), ids) for slot, _, ids in remaining], samples_per_prompt
+            ):
                 submit(group)
                 submitted.add(int(group[0].prompt_id))
             return
         except EngineError as err:
             if stats.engine_starts > max_engine_restarts:
                 raise
-            logger.warning("stage %d: the engine failed (%s); starting a new one for the %d prompts left",
-                           stage, err, len(todo) - len(submitted))
+            logger.warning(
+                "stage %d: the engine failed (%s); starting a new one for the %d prompts left",
+                stage,
+                err,
+                len(todo) - len(submitted),
+            )
         finally:
             engine.close()  # release the engine: its memory (and, for vllm, its process) goes
             del engine

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.verifier.client import Scored
-from mucode.verifier.protocol import Item, Status
+from mucode.protocol import Item, Status
 from mucode.verifier.session import VerifierSession
 from mucode.verifier.spawn import spawned_verifier
 
@@ -84,8 +84,15 @@ class _Waiting:
 class VerifyPipeline:
     """Verification of submitted groups on a ``VerifierSession`` (keyword arguments are the client's)."""
 
-    def __init__(self, urls: list[str], *, max_pending: int = 256, coalesce_items: int = 256, max_requests: int = 4,
-                 **client_options: Any) -> None:
+    def __init__(
+        self,
+        urls: list[str],
+        *,
+        max_pending: int = 256,
+        coalesce_items: int = 256,
+        max_requests: int = 4,
+        **client_options: Any,
+    ) -> None:
         client_options.setdefault("max_concurrency", 32)
         client_options.setdefault("batch_size", max(64, coalesce_items))
         self.session = VerifierSession(urls, name="mucode-verify", **client_options)
@@ -121,8 +128,9 @@ class VerifyPipeline:
         """Sends the waiting groups as one request: now (``force``), or when a request slot is free or
         ``coalesce_items`` items wait."""
         with self._lock:
-            if not self._buffer or (not force and self._in_flight >= self.max_requests
-                                    and self._buffered < self.coalesce_items):
+            if not self._buffer or (
+                not force and self._in_flight >= self.max_requests and self._buffered < self.coalesce_items
+            ):
                 return
             batch, self._buffer, self._buffered = self._buffer, [], 0
             self._in_flight += 1
@@ -149,7 +157,11 @@ class VerifyPipeline:
                     waiting.future.set_exception(error)
                 else:
                     scored: Scored = done.result()
-                    part = Scored(scored.results[offset:offset + n], scored.sends[offset:offset + n], scored.elapsed_s)
+                    part = Scored(
+                        scored.results[offset : offset + n],
+                        scored.sends[offset : offset + n],
+                        scored.elapsed_s,
+                    )
                     waiting.future.set_result(_group(waiting.key, waiting.payload, part))
                 offset += n
         self._flush(force=False)
@@ -177,8 +189,14 @@ class VerifyPipeline:
             verdicts = future.result()
         else:  # the client refused the group (4xx): mask it whole, never a reward
             logger.error("verifier refused a group of %d items: %s", n, error)
-            verdicts = GroupVerdicts(key=key, rewards=[float("nan")] * n, statuses=[Status.verifier_error.value] * n,
-                                     masked=[True] * n, payload=payload, errors=[f"{type(error).__name__}: {error}"])
+            verdicts = GroupVerdicts(
+                key=key,
+                rewards=[float("nan")] * n,
+                statuses=[Status.verifier_error.value] * n,
+                masked=[True] * n,
+                payload=payload,
+                errors=[f"{type(error).__name__}: {error}"],
+            )
         self.busy_s += verdicts.verify_s
         self.infra_failures += sum(verdicts.masked)
         self.resends += verdicts.resends
@@ -214,7 +232,9 @@ class VerifyPipeline:
         with self._lock:
             waiting, self._buffer, self._buffered = self._buffer, [], 0
         for group in waiting:  # never sent: the caller that still collects them sees the pipeline closed
-            group.future.set_exception(RuntimeError("the verify pipeline was closed before this group was sent"))
+            group.future.set_exception(
+                RuntimeError("the verify pipeline was closed before this group was sent")
+            )
 
     def __enter__(self) -> VerifyPipeline:
         return self

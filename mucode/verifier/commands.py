@@ -15,12 +15,21 @@ __all__ = ["register"]
 
 
 def serve(
-    backend: Annotated[str, typer.Option(help="Sandbox backend: docker (a managed pool of containers), attach "
-                                              "(executors started elsewhere; MUCODE_BACKEND_OPTIONS names their "
-                                              "socket_dir) or local (namespaces on this host, root).")] = "docker",
-    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1, or MUCODE_HOST).")] = None,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="Sandbox backend: docker (a managed pool of containers), attach "
+            "(executors started elsewhere; MUCODE_BACKEND_OPTIONS names their "
+            "socket_dir) or local (namespaces on this host, root)."
+        ),
+    ] = "docker",
+    host: Annotated[
+        str | None, typer.Option(help="Bind address (default 127.0.0.1, or MUCODE_HOST).")
+    ] = None,
     port: Annotated[int | None, typer.Option(help="TCP port (default 8000, or MUCODE_PORT).")] = None,
-    programs: Annotated[list[str] | None, typer.Option("--program", help="Serve only these programs.")] = None,
+    programs: Annotated[
+        list[str] | None, typer.Option("--program", help="Serve only these programs.")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Run the verifier service (settings: MUCODE_* environment variables, see docs/verifier.md)."""
@@ -40,25 +49,41 @@ def serve(
     try:
         settings = VerifierSettings(**overrides)
     except ValidationError as err:
-        lines = [(f"MUCODE_{'_'.join(map(str, e['loc'])).upper()}: " if e["loc"] else "")
-                 + e["msg"].removeprefix("Value error, ") for e in err.errors(include_url=False)]
+        lines = [
+            (f"MUCODE_{'_'.join(map(str, e['loc'])).upper()}: " if e["loc"] else "")
+            + e["msg"].removeprefix("Value error, ")
+            for e in err.errors(include_url=False)
+        ]
         typer.secho("invalid verifier settings: " + "; ".join(lines), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
     if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.token is None:
-        typer.secho(f"warning: serving on {settings.host} without a token; set MUCODE_TOKEN to require one",
-                    fg=typer.colors.YELLOW, err=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level,
-                access_log=False)
+        typer.secho(
+            f"warning: serving on {settings.host} without a token; set MUCODE_TOKEN to require one",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_level=log_level, access_log=False
+    )
 
 
 def verify(
     program: Annotated[str, typer.Option(help="Reward program for items that name none (e.g. code, math).")],
     input: Annotated[Path, typer.Option("--input", "-i", help="JSONL file, one item per line ('-': stdin).")],
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="JSONL results (default: stdout).")] = None,
-    backend: Annotated[str, typer.Option(help="Sandbox backend for code: local (namespaces on this host, root) "
-                                              "or docker (a managed pool of containers).")] = "local",
-    math_workers: Annotated[int | None, typer.Option(help="math-verify worker processes (default: one per core, "
-                                                          "at most one per math item).")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="JSONL results (default: stdout).")
+    ] = None,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="Sandbox backend for code: local (namespaces on this host, root) "
+            "or docker (a managed pool of containers)."
+        ),
+    ] = "local",
+    math_workers: Annotated[
+        int | None,
+        typer.Option(help="math-verify worker processes (default: one per core, at most one per math item)."),
+    ] = None,
 ) -> None:
     """Score items without a server, through the same code as the service (one result line per item)."""
     from pydantic import ValidationError
@@ -89,8 +114,12 @@ def verify(
     overrides: dict[str, Any] = {"backend": backend, "programs": names, "run_code": False}
     if math_workers is not None:
         overrides["math_workers"] = math_workers
-    elif "MUCODE_MATH_WORKERS" not in os.environ:  # no more workers than math items (each imports sympy, ~1 CPU-s)
-        overrides["math_workers"] = max(1, min(os.cpu_count() or 1, sum(item.program == "math" for item in items)))
+    elif (
+        "MUCODE_MATH_WORKERS" not in os.environ
+    ):  # no more workers than math items (each imports sympy, ~1 CPU-s)
+        overrides["math_workers"] = max(
+            1, min(os.cpu_count() or 1, sum(item.program == "math" for item in items))
+        )
     try:
         core = Verifier(VerifierSettings(**overrides))
     except (KeyError, ValueError, RuntimeError) as err:
@@ -98,14 +127,20 @@ def verify(
         raise typer.Exit(2) from None
     problems = core.validate(items)
     if problems:
-        typer.secho(f"{len(problems)} invalid item(s):\n" + "\n".join(f"  {p}" for p in problems[:50]),
-                    fg=typer.colors.RED, err=True)
+        typer.secho(
+            f"{len(problems)} invalid item(s):\n" + "\n".join(f"  {p}" for p in problems[:50]),
+            fg=typer.colors.RED,
+            err=True,
+        )
         raise typer.Exit(2)
     try:
         results = asyncio.run(_run(core, items))
     except _StartError as err:
-        typer.secho(f"could not start the verifier (backend {backend!r}): {err.__cause__}", fg=typer.colors.RED,
-                    err=True)
+        typer.secho(
+            f"could not start the verifier (backend {backend!r}): {err.__cause__}",
+            fg=typer.colors.RED,
+            err=True,
+        )
         raise typer.Exit(1) from None
     lines = "".join(r.model_dump_json() + "\n" for r in results)
     if output is None:

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 from mucode.rewards.math_pool import MathWorkerPool
 from mucode.rewards.registry import ProgramRegistry, UnknownProgramError, load_programs
-from mucode.rewards.types import Item, Result, RewardContext, RewardStatus
+from mucode.protocol import Status
+from mucode.rewards.types import Item, Result, RewardContext
 from mucode.verifier.metrics import VerifierMetrics
 from mucode.verifier.settings import VerifierSettings
 
@@ -104,8 +105,12 @@ class Verifier:
             await pool.start()
             self.ctx.math = pool
         self.started = True
-        logger.info("verifier ready: programs %s, sandbox %s, math workers %s", self.registry.names(),
-                    getattr(self.ctx.sandbox, "name", None), self.ctx.math.size if self.ctx.math else 0)
+        logger.info(
+            "verifier ready: programs %s, sandbox %s, math workers %s",
+            self.registry.names(),
+            getattr(self.ctx.sandbox, "name", None),
+            self.ctx.math.size if self.ctx.math else 0,
+        )
 
     async def close(self) -> None:
         self.started = False
@@ -144,7 +149,9 @@ class Verifier:
             raise QueueFullError(
                 f"the verifier is full ({self._admitted} items admitted, {s.max_concurrent_items} scored at once, "
                 f"at most {s.max_queued_items} may wait): retry after {s.retry_after_s} s, or raise "
-                "MUCODE_MAX_QUEUED_ITEMS / add verifier replicas", s.retry_after_s)
+                "MUCODE_MAX_QUEUED_ITEMS / add verifier replicas",
+                s.retry_after_s,
+            )
         self._admitted += n
 
     def release(self, n: int) -> None:
@@ -181,10 +188,13 @@ class Verifier:
     def _outcome(self, item: Item, task: asyncio.Future[Result], timeout_s: float | None) -> Result:
         if not task.cancelled() and task.exception() is None:
             return task.result()
-        self.metrics.items.labels(item.program, RewardStatus.verifier_error.value).inc()
-        return Result.infra_failure(item.id, RewardStatus.verifier_error,
-                            f"not scored within the request limit of {timeout_s} s (queueing included; "
-                            "MUCODE_REQUEST_TIMEOUT_S): re-send it")
+        self.metrics.items.labels(item.program, Status.verifier_error.value).inc()
+        return Result.infra_failure(
+            item.id,
+            Status.verifier_error,
+            f"not scored within the request limit of {timeout_s} s (queueing included; "
+            "MUCODE_REQUEST_TIMEOUT_S): re-send it",
+        )
 
     async def _score_one(self, item: Item) -> Result:
         assert self._slots is not None
@@ -203,14 +213,20 @@ class Verifier:
             if result.id != item.id:
                 result = result.model_copy(update={"id": item.id})
         except UnknownProgramError as exc:
-            result = Result.infra_failure(item.id, RewardStatus.verifier_error, str(exc))
+            result = Result.infra_failure(item.id, Status.verifier_error, str(exc))
         except asyncio.TimeoutError:
-            result = Result.infra_failure(item.id, RewardStatus.verifier_error,
-                                  f"scoring took over item_timeout_s={self.settings.item_timeout_s} s")
+            result = Result.infra_failure(
+                item.id,
+                Status.verifier_error,
+                f"scoring took over item_timeout_s={self.settings.item_timeout_s} s",
+            )
         except Exception as exc:  # noqa: BLE001 - one broken item must not sink its batch
             logger.exception("reward program %r failed on item %r", item.program, item.id)
-            result = Result.infra_failure(item.id, RewardStatus.verifier_error,
-                                  f"reward program {item.program!r} raised {type(exc).__name__}: {exc}"[:1000])
+            result = Result.infra_failure(
+                item.id,
+                Status.verifier_error,
+                f"reward program {item.program!r} raised {type(exc).__name__}: {exc}"[:1000],
+            )
         finally:
             self._slots.release()
             m.in_flight.dec()
@@ -235,8 +251,13 @@ class Verifier:
         elif self.needs_sandbox:
             out["ok"] = False
         if self.ctx.math is not None:
-            out["math"] = {"workers": self.ctx.math.alive, "idle": self.ctx.math.idle, "kills": self.ctx.math.kills,
-                           "sent": self.ctx.math.sent, "shared": self.ctx.math.shared}
+            out["math"] = {
+                "workers": self.ctx.math.alive,
+                "idle": self.ctx.math.idle,
+                "kills": self.ctx.math.kills,
+                "sent": self.ctx.math.sent,
+                "shared": self.ctx.math.shared,
+            }
             out["ok"] = out["ok"] and self.ctx.math.alive > 0
             self.metrics.math_workers.set(self.ctx.math.alive)
             self.metrics.math_kills.set(self.ctx.math.kills)

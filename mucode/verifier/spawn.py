@@ -32,19 +32,28 @@ __all__ = ["spawned_verifier"]
 
 
 @contextlib.contextmanager
-def spawned_verifier(backend: str = "local", *, start_timeout_s: float = 300.0, **settings: Any) -> Iterator[str]:
+def spawned_verifier(
+    backend: str = "local", *, start_timeout_s: float = 300.0, **settings: Any
+) -> Iterator[str]:
     """Starts the verifier service in a child process, yields its base URL, stops it.
 
     ``settings`` are ``VerifierSettings`` fields (e.g. ``math_workers=2``, ``programs=["math"]``).
     Raises ``RuntimeError`` if the service does not become ready (its log, on stderr, says why).
     """
     config = json.dumps({"backend": backend, **settings})
-    child = subprocess.Popen([sys.executable, "-m", "mucode.verifier.spawn", config],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mucode.verifier.spawn", config],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout is not None and child.stdin is not None
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(child.stdout.readline() if child.stdout else ""),
-                     name="mucode-verifier-ready", daemon=True).start()
+    threading.Thread(
+        target=lambda: lines.put(child.stdout.readline() if child.stdout else ""),
+        name="mucode-verifier-ready",
+        daemon=True,
+    ).start()
     try:
         line = lines.get(timeout=start_timeout_s)
     except queue.Empty:
@@ -93,8 +102,9 @@ def _serve(config: dict[str, Any]) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on",
-                                           access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), log_level="warning", lifespan="on", access_log=False)
+    )
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # a stray print must not look like the readiness line
 

@@ -89,7 +89,9 @@ def pool_loop():
 def test_pool_scores_through_the_reward_program(pool_loop) -> None:
     pool, loop = pool_loop
     ctx = RewardContext(math=pool)
-    items = [Item(id=str(i), program="math", response=r, spec={"answer": g}) for i, (g, r, _) in enumerate(CASES)]
+    items = [
+        Item(id=str(i), program="math", response=r, spec={"answer": g}) for i, (g, r, _) in enumerate(CASES)
+    ]
 
     async def run():
         return await asyncio.gather(*(MathReward().score(it, ctx) for it in items))
@@ -107,7 +109,9 @@ def test_pathological_item_times_out_while_the_rest_is_scored(pool_loop) -> None
 
     async def run():
         slow = asyncio.ensure_future(pool.check("1", "\\boxed{9^{9^{9^{9^{9}}}}}", SLOW_LIMIT_S))
-        fast = [asyncio.ensure_future(pool.check(str(i), f"\\boxed{{{i}}}")) for i in range(20)]  # 20 distinct
+        fast = [
+            asyncio.ensure_future(pool.check(str(i), f"\\boxed{{{i}}}")) for i in range(20)
+        ]  # 20 distinct
         await asyncio.wait([slow])
         done_meanwhile = sum(f.done() for f in fast)
         return await slow, await asyncio.gather(*fast), done_meanwhile

@@ -18,12 +18,21 @@ from mucode.rewards.math import MathSpec
 from mucode.rewards.math_pool import MathWorkerPool
 from mucode.rewards.math_worker import Scorer, check_answer, final_answer
 
-SHIPPED = {"math500.jsonl": "answer", "aime24.json": "expected_answer", "aime25.json": "answer", "amc23.json": "answer"}
+SHIPPED = {
+    "math500.jsonl": "answer",
+    "aime24.json": "expected_answer",
+    "aime25.json": "answer",
+    "amc23.json": "answer",
+}
 
 
 def _golds(name: str, field: str) -> list[str]:
     text = resources.files("mucode.assets").joinpath("math", name).read_text(encoding="utf-8")
-    return [MathSpec.model_validate({"answer": json.loads(line)[field]}).answer for line in text.splitlines() if line]
+    return [
+        MathSpec.model_validate({"answer": json.loads(line)[field]}).answer
+        for line in text.splitlines()
+        if line
+    ]
 
 
 def _cases() -> list[tuple[str, str]]:
@@ -32,9 +41,11 @@ def _cases() -> list[tuple[str, str]]:
         golds = _golds(name, field)
         for i, gold in enumerate(golds):
             shifted = golds[(i + 1) % len(golds)]
-            cases += [(gold, f"Adding up, the answer is \\boxed{{{gold}}}."),
-                      (gold, f"So we get \\boxed{{{shifted}}}"),
-                      (gold, f"The final answer is ${gold}$.")]
+            cases += [
+                (gold, f"Adding up, the answer is \\boxed{{{gold}}}."),
+                (gold, f"So we get \\boxed{{{shifted}}}"),
+                (gold, f"The final answer is ${gold}$."),
+            ]
     return cases
 
 
@@ -48,7 +59,9 @@ def reference() -> list[tuple[str, str, str]]:
 def test_scorer_matches_math_verify_on_every_shipped_answer(reference: list[tuple[str, str, str]]) -> None:
     scorer = Scorer()
     got = [scorer.score(gold, final_answer(response))["status"] for gold, response, _ in reference]
-    mismatches = [(g, r, want, have) for (g, r, want), have in zip(reference, got, strict=True) if want != have]
+    mismatches = [
+        (g, r, want, have) for (g, r, want), have in zip(reference, got, strict=True) if want != have
+    ]
     assert not mismatches, mismatches[:10]
     statuses = {s for *_, s in reference}
     assert {"correct", "wrong_answer"} <= statuses  # the cases exercise both verdicts
@@ -76,14 +89,21 @@ def test_pool_matches_math_verify_with_every_answer_sent_twice(reference: list[t
 
 def test_text_without_latex_marks_is_no_answer_for_math_verify_too() -> None:
     # The shortcut's premise: no "$", "\\" or "[" means math-verify finds nothing to parse.
-    for text in ["The answer is 42.", "answer: 7 (final answer is 7). I hope it is correct.", "1/2 = 0.5", "x = {3}"]:
+    for text in [
+        "The answer is 42.",
+        "answer: 7 (final answer is 7). I hope it is correct.",
+        "1/2 = 0.5",
+        "x = {3}",
+    ]:
         assert check_answer("42", text)["status"] == "no_answer"
         assert Scorer().score("42", final_answer(text))["status"] == "no_answer"
 
 
 def test_integer_shortcut_matches_math_verify() -> None:
     """Every integer gold of the shipped sets against itself written otherwise and its neighbours."""
-    golds = sorted({g for name, field in SHIPPED.items() for g in _golds(name, field) if g.lstrip("-").isdigit()})
+    golds = sorted(
+        {g for name, field in SHIPPED.items() for g in _golds(name, field) if g.lstrip("-").isdigit()}
+    )
     assert len(golds) > 100
     scorer = Scorer()
     mismatches = []

@@ -17,9 +17,14 @@ def _group(gid: int, g: int = 4) -> StoredGroup:
         prompt_id=f"p{gid}",
         samples=[
             StoredSample(
-                prompt_id=f"p{gid}", sample_index=i, prompt_tokens=[1, 2, gid],
-                response_tokens=list(range(i + 1)), behaviour_logprobs=[-0.5] * (i + 1),
-                reward=float(i % 2), status="correct" if i % 2 else "wrong_answer", masked=False,
+                prompt_id=f"p{gid}",
+                sample_index=i,
+                prompt_tokens=[1, 2, gid],
+                response_tokens=list(range(i + 1)),
+                behaviour_logprobs=[-0.5] * (i + 1),
+                reward=float(i % 2),
+                status="correct" if i % 2 else "wrong_answer",
+                masked=False,
                 advantage=0.25 * i,
             )
             for i in range(g)
@@ -107,7 +112,9 @@ def test_minibatch_larger_than_store_is_refused(tmp_path: Path) -> None:
 def test_the_manifest_is_typed_and_changed_only_through_the_store(tmp_path: Path) -> None:
     from mucode.train.store import ShardEntry, StoreManifest, merge_stores
 
-    writer = StageWriter.create(tmp_path / "s", stage=2, expected_groups=2, groups_per_shard=1, meta={"engine_starts": 1})
+    writer = StageWriter.create(
+        tmp_path / "s", stage=2, expected_groups=2, groups_per_shard=1, meta={"engine_starts": 1}
+    )
     writer.add(_group(0))
     writer.update_meta({"engine_starts": 2})  # written at once: a crash now keeps the count
     manifest = StoreManifest.read(tmp_path / "s")
@@ -116,7 +123,10 @@ def test_the_manifest_is_typed_and_changed_only_through_the_store(tmp_path: Path
     writer.add(_group(1))
     store = writer.finish(extra_meta={"rollout": {"reward/rollout_mean": 0.5}})
     assert store.manifest == StoreManifest.read(tmp_path / "s") and store.manifest.group_ids == [0, 1]
-    assert json.loads((tmp_path / "s" / "manifest.json").read_text())["shards"][1]["file"] == "shard-00001.parquet"
+    assert (
+        json.loads((tmp_path / "s" / "manifest.json").read_text())["shards"][1]["file"]
+        == "shard-00001.parquet"
+    )
 
     # parts (one per rank) merge into one store whose shards are re-verified when it is opened
     parts = [tmp_path / "m" / "rank-00", tmp_path / "m" / "rank-01"]
@@ -124,7 +134,9 @@ def test_the_manifest_is_typed_and_changed_only_through_the_store(tmp_path: Path
         w = StageWriter.create(part, stage=0, expected_groups=1)
         w.add(_group(rank))
         w.finish()
-    merged = merge_stores(tmp_path / "m", parts, stage=0, expected_groups=2, meta=lambda ms: {"parts": len(ms)})
+    merged = merge_stores(
+        tmp_path / "m", parts, stage=0, expected_groups=2, meta=lambda ms: {"parts": len(ms)}
+    )
     assert [s.file for s in merged.shards] == ["rank-00/shard-00000.parquet", "rank-01/shard-00000.parquet"]
     assert StageStore.open(tmp_path / "m").meta == {"parts": 2}
     with pytest.raises(StoreError, match="2 groups .*3 expected"):

@@ -12,13 +12,22 @@ from mucode.verifier.local import local_verifier
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    with local_verifier("local", programs=["math"], run_code=False, math_workers=1, max_request_bytes=20_000) as base:
+    with local_verifier(
+        "local", programs=["math"], run_code=False, math_workers=1, max_request_bytes=20_000
+    ) as base:
         yield base
 
 
 def _group(g: int) -> list[dict]:
-    return [{"id": f"g{g}-r{r}", "program": "math", "response": f"\\boxed{{{g + r % 2}}}", "spec": {"answer": str(g)}}
-            for r in range(4)]
+    return [
+        {
+            "id": f"g{g}-r{r}",
+            "program": "math",
+            "response": f"\\boxed{{{g + r % 2}}}",
+            "spec": {"answer": str(g)},
+        }
+        for r in range(4)
+    ]
 
 
 def test_groups_coalesce_and_come_back_per_group_in_order(url: str) -> None:
@@ -34,7 +43,9 @@ def test_groups_coalesce_and_come_back_per_group_in_order(url: str) -> None:
 
 
 def test_a_refused_group_masks_only_itself(url: str) -> None:
-    big = [{"id": "big", "program": "math", "response": "x" * 40_000, "spec": {"answer": "1"}}]  # over the cap
+    big = [
+        {"id": "big", "program": "math", "response": "x" * 40_000, "spec": {"answer": "1"}}
+    ]  # over the cap
     with VerifyPipeline([url], max_requests=1, coalesce_items=1000) as pipeline:
         pipeline.submit(0, _group(0))
         pipeline.submit(1, big)
