@@ -12,9 +12,13 @@ Rows (samples scored per second, wall clock):
 - EvalPlus, one HumanEval+ task with `--plus-inputs` plus inputs: mucode's `evaluate_evalplus`
   through the same service, and evalplus's own `untrusted_check` (base and plus tests, fast check)
   in `--workers` processes.
-For mucode it also prints the client's peak Python memory (tracemalloc, the evaluator process only:
-building items, hashing test sets, sending requests). The upstream graders run the programs in
-their own processes without isolation; mucode runs every test in a fresh sandboxed process.
+Both sides are timed the same way: grading only, with imports warmed and data decoded before the
+clock (mucode's LiveCodeBench problems are loaded, and `datasets` imported, before its timed call,
+as the upstream grader gets decoded tests), and nothing traced. ``--client-memory`` adds a second,
+separate mucode pass under tracemalloc for the client's peak Python memory (the evaluator process
+only: building items, hashing test sets, sending requests); tracing slows Python several times, so
+it never shares a clock with a rate. The upstream graders run the programs in their own processes
+without isolation; mucode runs every test in a fresh sandboxed process.
 The machine may be shared: rerun before trusting a small difference.
 """
 
@@ -69,29 +73,38 @@ def lcb_codes(samples: int) -> list[str]:
     return [f"{SUM_OK if i % 8 < 5 else SUM_WRONG}\n# sample {i}" for i in range(samples)]
 
 
-def timed_client(fn: Any) -> tuple[Any, float, float]:
-    """(result, wall seconds, peak traced MB) of fn() in this process."""
-    tracemalloc.start()
+def timed_client(fn: Any, trace: bool = False) -> tuple[Any, float, float | None]:
+    """(result, wall seconds, peak traced MB or None) of fn() in this process; traced only if asked."""
+    if trace:
+        tracemalloc.start()
     t0 = time.perf_counter()
     try:
         result = fn()
     finally:
         wall = time.perf_counter() - t0
-        peak = tracemalloc.get_traced_memory()[1] / 1e6
-        tracemalloc.stop()
+        peak = tracemalloc.get_traced_memory()[1] / 1e6 if trace else None
+        if trace:
+            tracemalloc.stop()
     return result, wall, peak
 
 
-def mucode_lcb(url: str, data: Path, samples: int) -> tuple[dict[str, Any], float, float]:
+def mucode_lcb(
+    url: str, data: Path, samples: int, trace: bool = False
+) -> tuple[dict[str, Any], float, float | None]:
     from mucode.eval.core import SamplesSource
     from mucode.eval.judge import VerifierOptions
+    from mucode.eval.livecodebench.data import load_livecodebench
     from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
 
+    problems = load_livecodebench(
+        "release_v1", source=data
+    )  # decoded (and `datasets` imported) off the clock
     source = SamplesSource({"abc999_z": [f"```python\n{c}\n```" for c in lcb_codes(samples)]})
     return timed_client(
         lambda: evaluate_livecodebench(
-            source, release="release_v1", data_dir=data, verifier=VerifierOptions(urls=[url])
-        )["livecodebench"]
+            source, release="release_v1", problems=problems, verifier=VerifierOptions(urls=[url])
+        )["livecodebench"],
+        trace,
     )
 
 
@@ -137,7 +150,9 @@ def evalplus_codes(samples: int) -> list[str]:
     return [f"{CLAMP_OK if i % 8 < 5 else CLAMP_WRONG}\n# sample {i}" for i in range(samples)]
 
 
-def mucode_evalplus(url: str, data: Path, samples: int) -> tuple[dict[str, Any], float, float]:
+def mucode_evalplus(
+    url: str, data: Path, samples: int, trace: bool = False
+) -> tuple[dict[str, Any], float, float | None]:
     from mucode.eval.evalplus.evaluate import evaluate_evalplus
     from mucode.eval.judge import VerifierOptions
 
@@ -146,7 +161,7 @@ def mucode_evalplus(url: str, data: Path, samples: int) -> tuple[dict[str, Any],
         lambda: evaluate_evalplus(
             None, ("humaneval",), override_paths={"humaneval": data}, samples=chosen,  # type: ignore[arg-type]
             verifier=VerifierOptions(urls=[url]),
-        )
+        ), trace
     )  # fmt: skip
 
 
@@ -184,6 +199,10 @@ def upstream_evalplus(data: Path, samples: int, workers: int) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _mb(peak: float | None) -> str:
+    return "–" if peak is None else f"{peak:.0f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lcb-mb", type=float, default=12.0)
@@ -192,6 +211,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="processes of the upstream graders")
     ap.add_argument("--backend", default="local", choices=["local", "docker"])
     ap.add_argument("--slots", type=int, default=2, help="sandbox slots of the verifier service")
+    ap.add_argument(
+        "--client-memory", action="store_true", help="also measure mucode's client memory (a second pass)"
+    )
     args = ap.parse_args()
 
     from verifier import Service  # bench/verifier.py
@@ -207,12 +229,18 @@ def main() -> None:
         load_evalplus("humaneval", override_path=plus)  # ground truth computed and cached before timing
         service = Service(options, 1, backend=args.backend)
         try:
-            entry, wall, peak = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)
+            entry, wall, _ = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)
+            peak = (
+                mucode_lcb(service.url, Path(tmp) / "lcb", args.samples, True)[2]
+                if args.client_memory
+                else None
+            )
             rows.append((f"LiveCodeBench, {args.lcb_mb:g} MB of tests", "mucode (sandbox, HTTP)", args.samples / wall,
-                         f"{entry['pass@1']:.3f}", f"{peak:.0f}"))  # fmt: skip
-            report, wall, peak = mucode_evalplus(service.url, plus, args.samples)
+                         f"{entry['pass@1']:.3f}", _mb(peak)))  # fmt: skip
+            report, wall, _ = mucode_evalplus(service.url, plus, args.samples)
+            peak = mucode_evalplus(service.url, plus, args.samples, True)[2] if args.client_memory else None
             rows.append((f"EvalPlus, {args.plus_inputs} plus inputs", "mucode (sandbox, HTTP)", args.samples / wall,
-                         f"{report['humaneval+']['pass@1']:.3f}", f"{peak:.0f}"))  # fmt: skip
+                         f"{report['humaneval+']['pass@1']:.3f}", _mb(peak)))  # fmt: skip
         finally:
             service.close()
         theirs = upstream_lcb(tests, args.samples, args.workers)

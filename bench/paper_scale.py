@@ -14,8 +14,12 @@ model over the tokenizer's vocabulary, 16
 hidden units, no attention); ``--updates`` of them are timed and the stage's 1024 extrapolated.
 
 Each size runs in a fresh process, so its peak RSS is its own. Printed per size: time per phase,
-peak RSS of the trainer process (and of the verifier's worker processes), and the store's size on
-disk. Memory must stay flat in the stage size: only a bounded number of groups is held while
+peak RSS of the trainer process (and of the verifier's worker processes), the store's size on
+disk, and CPU milliseconds per response while generating, verifying and storing: the trainer
+process (all its threads: pipeline, store writer; the engine's own sampling and decoding taken
+out, measured on its thread), the verifier process (started as the trainer starts it, in a process
+of its own, math only: no code sandbox) and its math-verify workers, from /proc. Memory must stay flat in the
+stage size: only a bounded number of groups is held while
 generating (``VerifyPipeline.max_pending``), one shard while writing, one shard while reading.
 
 Deviations from a real run: the data set is synthetic arithmetic (40,315 problems with answers);
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -69,16 +74,20 @@ class _Timed:
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.cpu_s = 0.0
+        """CPU time of the calling thread inside the generator (the engine runs on the trainer's thread)."""
 
     def wrap_iter(self, it: Any) -> Any:
         while True:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 item = next(it)
             except StopIteration:
                 self.seconds += time.perf_counter() - start
+                self.cpu_s += time.thread_time() - cpu
                 return
             self.seconds += time.perf_counter() - start
+            self.cpu_s += time.thread_time() - cpu
             yield item
 
     def wrap_call(self, fn: Any) -> Any:
@@ -121,6 +130,31 @@ def stand_in_policy(vocab_size: int, hidden: int = 16) -> Any:
     return BigramPolicy()
 
 
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
+
+
+def _verifier_cpu() -> tuple[float, float]:
+    """CPU seconds of the spawned verifier process itself and of its math workers."""
+    service = [
+        c
+        for c in _children(os.getpid())
+        if b"mucode.verifier.spawn" in Path(f"/proc/{c}/cmdline").read_bytes()
+    ]
+    if not service:
+        return 0.0, 0.0
+    return _cpu_s(service[0]), sum(_cpu_s(w) for w in _children(service[0]))
+
+
 def _rss_mb() -> tuple[float, float]:
     me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -154,7 +188,7 @@ def run_stage(
     from mucode.train.rollout_phase import generate_stage
     from mucode.train.store import StageStore, StageWriter
     from mucode.train.verify import VerifyPipeline
-    from mucode.verifier.local import local_verifier
+    from mucode.verifier.spawn import spawned_verifier
 
     figures: dict[str, Any] = {"prompts": prompts, "responses": prompts * samples}
     times: dict[str, float] = {}
@@ -198,12 +232,16 @@ def run_stage(
         def close(self) -> None:
             self.inner.close()
 
-    settings = {"programs": ["math"]} | ({"math_workers": math_workers} if math_workers else {})
+    # what a math stage needs: the math program and its workers, no code sandbox (run_code off)
+    settings = {"programs": ["math"], "run_code": False} | (
+        {"math_workers": math_workers} if math_workers else {}
+    )
     rss_marks: dict[str, float] = {}
-    with local_verifier(**settings) as url:
+    with spawned_verifier(**settings) as url:  # as the trainer starts it: its own process
         pipeline = VerifyPipeline([url], timeout_s=600, retries=2)
         try:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
+            service_cpu, workers_cpu = _verifier_cpu()
             stats = generate_stage(
                 stage=0,
                 engine_factory=TimedEngine,
@@ -216,8 +254,19 @@ def run_stage(
                 show_progress=False,
             )
             wall = time.perf_counter() - start
+            writer.wait()
+            trainer_cpu = time.process_time() - cpu
+            service_after, workers_after = _verifier_cpu()
         finally:
             pipeline.close()
+    responses = prompts * samples
+    figures["cpu_ms_per_response"] = {
+        "trainer, engine excluded": 1000 * (trainer_cpu - engine_timer.cpu_s) / responses,
+        "engine (dummy)": 1000 * engine_timer.cpu_s / responses,
+        "verifier process": 1000 * (service_after - service_cpu) / responses,
+        "math workers": 1000 * (workers_after - workers_cpu) / responses,
+    }
+    figures["verifier_requests"] = pipeline.requests
     start = time.perf_counter()
     writer.finish(extra_meta={"rollout": stats.as_metrics()})
     finish_s = time.perf_counter() - start
@@ -290,6 +339,12 @@ def _report(rows: list[dict[str, Any]]) -> str:
         ("verifier_busy_s", "verifier busy (sum of latencies, s)", 1),
     ]:
         lines.append(f"{label:<42}" + "".join(f"{r[key] / scale:>14,.1f}" for r in rows))
+    for part in rows[-1]["cpu_ms_per_response"]:
+        lines.append(
+            f"{'CPU ms/response, ' + part:<42}"
+            + "".join(f"{r['cpu_ms_per_response'][part]:>14.3f}" for r in rows)
+        )
+    lines.append(f"{'verifier requests':<42}" + "".join(f"{r['verifier_requests']:>14,}" for r in rows))
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -83,7 +84,10 @@ def verify(
             "or docker (a managed pool of containers)."
         ),
     ] = "local",
-    math_workers: Annotated[int | None, typer.Option(help="math-verify worker processes.")] = None,
+    math_workers: Annotated[
+        int | None,
+        typer.Option(help="math-verify worker processes (default: one per core, at most one per math item)."),
+    ] = None,
 ) -> None:
     """Score items without a server, through the same code as the service (one result line per item)."""
 
@@ -108,6 +112,12 @@ def verify(
     overrides: dict[str, Any] = {"backend": backend, "programs": names, "run_code": False}
     if math_workers is not None:
         overrides["math_workers"] = math_workers
+    elif (
+        "MUCODE_MATH_WORKERS" not in os.environ
+    ):  # no more workers than math items (each imports sympy, ~1 CPU-s)
+        overrides["math_workers"] = max(
+            1, min(os.cpu_count() or 1, sum(item.program == "math" for item in items))
+        )
     try:
         core = Verifier(VerifierSettings(**overrides))
     except (KeyError, ValueError, RuntimeError) as err:

@@ -10,15 +10,32 @@ The trainer's periodic evaluation calls `evaluate_math` / `evaluate_livecodebenc
 
 from __future__ import annotations
 
-from mucode.eval.benchmarks import BENCHMARKS, Benchmark, evaluate_benchmarks, get_protocol, protocol_names
-from mucode.eval.core import EngineSource, SamplesSource
-from mucode.eval.evalplus import evaluate_evalplus
-from mucode.eval.judge import VerifierOptions
-from mucode.eval.livecodebench.evaluate import evaluate_livecodebench
-from mucode.eval.math_bench import MATH_BENCHMARKS, evaluate_math
-from mucode.eval.passk import pass_at_k, pass_at_k_table
-from mucode.eval.protocols import Protocol
-from mucode.eval.report import format_table, metrics_from_report, write_report
+import importlib
+from typing import Any
+
+# Exports resolve on first use (PEP 562): importing ``mucode.eval`` (every ``mucode`` command does,
+# to register the eval commands) must not import the evaluators, which pull in httpx (the verifier
+# client), ``datasets``' loaders and the benchmark tables: ~0.3 CPU-s a command that needs none.
+_EXPORTS = {
+    "BENCHMARKS": "mucode.eval.benchmarks",
+    "Benchmark": "mucode.eval.benchmarks",
+    "get_protocol": "mucode.eval.benchmarks",
+    "protocol_names": "mucode.eval.benchmarks",
+    "EngineSource": "mucode.eval.core",
+    "SamplesSource": "mucode.eval.core",
+    "evaluate_benchmarks": "mucode.eval.benchmarks",
+    "evaluate_evalplus": "mucode.eval.evalplus.evaluate",
+    "VerifierOptions": "mucode.eval.judge",
+    "evaluate_livecodebench": "mucode.eval.livecodebench.evaluate",
+    "MATH_BENCHMARKS": "mucode.eval.math_bench",
+    "evaluate_math": "mucode.eval.math_bench",
+    "pass_at_k": "mucode.eval.passk",
+    "pass_at_k_table": "mucode.eval.passk",
+    "Protocol": "mucode.eval.protocols",
+    "format_table": "mucode.eval.report",
+    "metrics_from_report": "mucode.eval.report",
+    "write_report": "mucode.eval.report",
+}
 
 __all__ = [
     "BENCHMARKS",
@@ -40,3 +57,17 @@ __all__ = [
     "protocol_names",
     "write_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mucode.eval' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

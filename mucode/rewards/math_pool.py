@@ -7,14 +7,23 @@ outer limit: if an item runs ``timeout_s + kill_grace_s`` (a computation a signa
 the worker is killed, that item is ``time_limit``, the items queued behind it go to other workers,
 and a replacement starts in the background. The rest of a batch keeps going meanwhile.
 
-Each worker is fed up to ``pipeline_depth`` items ahead (a FIFO pipe), so it never idles waiting for
-the event loop to hand it the next item; an item's clock starts when the worker begins it, not when
-it was queued.
+Work is batched and each answer verified once. ``check`` reduces a response to its final answer
+(``math_worker.final_answer``) and keys the work by (gold, final answer, time limit): an equal key
+already decided (an LRU of verdicts; ``time_limit``, ``memory_limit`` and ``verifier_error`` are
+never remembered) is answered at once, one being scored is shared, so a group's G responses with a
+few distinct answers cost a few verifications. Jobs wait in one FIFO; whenever a worker has room
+(at most ``pipeline_depth`` items in flight, refilled once half of them are done) it is sent a chunk
+of them in one message, the queue shared fairly among the workers with room, each gold's jobs going
+to the worker that has its parse (an idle worker takes any). The queue is pumped
+once per event-loop turn (``call_soon``), so a request's items leave together; nothing waits on a
+condition. An item's clock starts when its worker begins it (the previous item's reply arrived),
+not when it was queued, so the watchdog times every item on its own.
 
 Workers are plain ``python -m mucode.rewards.math_worker`` subprocesses speaking JSON lines over
 pipes: safe to start from any thread, no re-import of the caller's ``__main__`` (as multiprocessing's
 spawn would do) and no request data inherited from the parent's memory.
-Limits: a replaced worker costs ~1-2 s of CPU to import sympy again.
+Limits: a replaced worker costs ~1-2 s of CPU to import sympy again. Items queued behind a
+slow one in a worker's chunk wait for it (at most ``pipeline_depth - 1`` of them).
 """
 
 from __future__ import annotations
@@ -24,18 +33,26 @@ import collections
 import contextlib
 import json
 import logging
+import math
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.protocol import Status
+from mucode.rewards.math_worker import final_answer
 
 __all__ = ["MathOutcome", "MathWorkerPool"]
 
 logger = logging.getLogger(__name__)
 
-_LINE_LIMIT = 64 * 1024 * 1024  # one request line carries one response text
+_LINE_LIMIT = 64 * 1024 * 1024  # one reply line; requests carry final answers, not whole responses
+_REMEMBERED = frozenset({"correct", "wrong_answer", "no_answer"})
+"""Verdicts that depend only on (gold, answer): remembered. Limits and errors are not."""
+_MAX_REMEMBERED_CHARS = 2048
+"""Longer final answers (whole responses without a box) are shared while in flight, not remembered."""
+
+_Key = tuple[str, str, float]
 
 
 @dataclass(frozen=True)
@@ -47,11 +64,16 @@ class MathOutcome:
 
 @dataclass(eq=False)
 class _Job:
-    line: bytes
-    limit_s: float
+    key: _Key
     future: asyncio.Future[MathOutcome]
+    waiters: int = 1
+    """Callers awaiting it; a queued job nobody awaits any more is dropped."""
     started: float | None = None
     """When the worker began this item (it is at the head of its worker's queue)."""
+
+    @property
+    def limit_s(self) -> float:
+        return self.key[2]
 
 
 @dataclass(eq=False)
@@ -72,7 +94,8 @@ class MathWorkerPool:
         kill_grace_s: float = 2.0,
         memory_limit_mb: int = 2048,
         start_timeout_s: float = 120.0,
-        pipeline_depth: int = 2,
+        pipeline_depth: int = 8,
+        remember: int = 65536,
     ) -> None:
         if workers < 1:
             raise ValueError(f"math workers must be >= 1, got {workers}")
@@ -86,13 +109,23 @@ class MathWorkerPool:
         self.memory_limit_mb = memory_limit_mb
         self.start_timeout_s = start_timeout_s
         self.pipeline_depth = pipeline_depth
+        self.remember = remember
         self._workers: list[_Worker] = []
-        self._cond: asyncio.Condition | None = None
+        self._queue: collections.deque[_Job] = collections.deque()
+        self._jobs: dict[_Key, _Job] = {}  # queued or in flight, by key
+        self._owners: dict[str, _Worker] = {}  # gold -> the worker its jobs go to (cache affinity)
+        self._verdicts: collections.OrderedDict[_Key, MathOutcome] = collections.OrderedDict()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pump_due = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._closed = False
         self.kills = 0
         """Workers killed by the outer wall-clock limit since start (exported as a metric)."""
+        self.sent = 0
+        """Items sent to workers (each distinct key once while remembered)."""
+        self.shared = 0
+        """Checks answered by a remembered verdict or by an equal item already under way."""
 
     @property
     def idle(self) -> int:
@@ -106,11 +139,11 @@ class MathWorkerPool:
     async def start(self) -> None:
         """Starts every worker and waits until each has imported math-verify."""
         self._closed = False
-        self._cond = asyncio.Condition()
+        self._loop = asyncio.get_running_loop()
         workers = await asyncio.gather(*(self._spawn() for _ in range(self.size)))
         for w in workers:
             self._adopt(w)
-        self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+        self._watchdog = self._loop.create_task(self._watch())
 
     async def close(self) -> None:
         self._closed = True
@@ -120,41 +153,115 @@ class MathWorkerPool:
         for task in tasks:
             task.cancel()
         for w in list(self._workers):
-            self._fail_all(w, "the math worker pool was closed")
+            self._fail_all(w.inflight, "the math worker pool was closed")
             await self._kill(w)
+        self._fail_all(self._queue, "the math worker pool was closed")
         self._workers.clear()
+        self._jobs.clear()
+        self._owners.clear()
+        self._loop = None
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def check(self, gold: str, response: str, timeout_s: float | None = None) -> MathOutcome:
         """Scores one response; never raises for a bad or slow input."""
-        if self._cond is None or self._closed:
+        if self._loop is None or self._closed:
             raise RuntimeError("MathWorkerPool.check() called before start() or after close()")
-        limit = self.timeout_s if timeout_s is None else timeout_s
-        line = (json.dumps({"gold": gold, "response": response, "timeout_s": limit}) + "\n").encode()
-        job = _Job(line, limit, asyncio.get_running_loop().create_future())
-        await self._dispatch(job)
-        return await job.future
+        key = (gold, final_answer(response), float(self.timeout_s if timeout_s is None else timeout_s))
+        known = self._verdicts.get(key)
+        if known is not None:
+            self._verdicts.move_to_end(key)
+            self.shared += 1
+            return MathOutcome(known.status, known.details, 0.0)
+        job = self._jobs.get(key)
+        if job is None:
+            job = self._jobs[key] = _Job(key, self._loop.create_future())
+            self._queue.append(job)
+            self._schedule_pump()
+        else:
+            job.waiters += 1
+            self.shared += 1
+        try:
+            return await asyncio.shield(job.future)  # a caller giving up must not cancel the others' job
+        finally:
+            job.waiters -= 1
 
     # -- internals ----------------------------------------------------------------------------
-    def _pick(self) -> _Worker | None:
-        room = [w for w in self._workers if len(w.inflight) < self.pipeline_depth]
-        return min(room, key=lambda w: len(w.inflight)) if room else None
+    def _schedule_pump(self) -> None:
+        if not self._pump_due and self._loop is not None:
+            self._pump_due = True
+            self._loop.call_soon(self._pump)
 
-    async def _dispatch(self, job: _Job) -> None:
-        assert self._cond is not None
-        async with self._cond:
-            await self._cond.wait_for(lambda: self._closed or self._pick() is not None)
-            worker = self._pick()
-            if worker is None:  # closed while waiting
-                _resolve(job, Status.verifier_error.value, {"error": "the math worker pool was closed"})
+    def _pump(self) -> None:
+        """Sends queued jobs, in chunks, to the workers with room: each takes a fair share of the queue,
+        its own golds' jobs first (see ``_choose``)."""
+        self._pump_due = False
+        if self._closed:
+            return
+        refill = self.pipeline_depth // 2
+        room = sorted((w for w in self._workers if len(w.inflight) <= refill), key=lambda w: len(w.inflight))
+        for n, worker in enumerate(room):
+            self._drop_abandoned()
+            if not self._queue:
                 return
-            if not worker.inflight:
-                job.started = time.perf_counter()
-            worker.inflight.append(job)
-            assert worker.process.stdin is not None
-            worker.process.stdin.write(job.line)
-        with contextlib.suppress(OSError, ConnectionError):  # a dead worker is noticed by its reader
-            await worker.process.stdin.drain()
+            share = math.ceil(len(self._queue) / (len(room) - n))
+            jobs = self._choose(worker, min(share, self.pipeline_depth - len(worker.inflight)))
+            if jobs:
+                self._send(worker, jobs)
+
+    def _choose(self, worker: _Worker, take: int) -> list[_Job]:
+        """Up to ``take`` queued jobs for ``worker``: those of golds it owns or nobody owns (it then owns
+        them), so a gold's items meet the same worker's caches (its parse, math-verify's LRU); an idle
+        worker that finds none takes the oldest job anyway, so no worker idles while jobs wait."""
+        chosen: list[_Job] = []
+        kept: collections.deque[_Job] = collections.deque()
+        while self._queue and len(chosen) < take:
+            job = self._queue.popleft()
+            if job.waiters <= 0:
+                self._abandon(job)
+                continue
+            owner = self._owners.get(job.key[0])
+            if owner is None or owner not in self._workers:
+                owner = self._owners[job.key[0]] = worker
+                if len(self._owners) > 4 * self.remember + 1024:
+                    self._owners.clear()  # forget old golds (ownership is only a cache hint)
+            if owner is worker:
+                chosen.append(job)
+            else:
+                kept.append(job)
+        if not chosen and not worker.inflight and kept:
+            chosen.append(kept.popleft())
+        self._queue.extendleft(reversed(kept))
+        return chosen
+
+    def _drop_abandoned(self) -> None:
+        while self._queue and self._queue[0].waiters <= 0:
+            self._abandon(self._queue.popleft())
+
+    def _abandon(self, job: _Job) -> None:
+        self._finish(job, Status.verifier_error.value, {"error": "no caller waits for this item any more"})
+
+    def _send(self, worker: _Worker, jobs: list[_Job]) -> None:
+        if not worker.inflight:
+            jobs[0].started = time.perf_counter()
+        worker.inflight.extend(jobs)
+        self.sent += len(jobs)
+        line = json.dumps([list(job.key) for job in jobs]) + "\n"
+        assert worker.process.stdin is not None
+        with contextlib.suppress(
+            OSError, ConnectionError, RuntimeError
+        ):  # a dead worker: its reader retires it
+            worker.process.stdin.write(line.encode())
+
+    def _finish(self, job: _Job, status: str, details: dict[str, Any], wall_s: float = 0.0) -> None:
+        if self._jobs.get(job.key) is job:
+            del self._jobs[job.key]
+        outcome = MathOutcome(status, details, wall_s)
+        if status in _REMEMBERED and len(job.key[1]) <= _MAX_REMEMBERED_CHARS and self.remember > 0:
+            self._verdicts[job.key] = outcome
+            if len(self._verdicts) > self.remember:
+                self._verdicts.popitem(last=False)
+        if not job.future.done():
+            job.future.set_result(outcome)
 
     async def _read(self, worker: _Worker) -> None:
         """Resolves the worker's items in order as its replies come; handles its death."""
@@ -182,8 +289,9 @@ class MathWorkerPool:
                         Status.verifier_error.value,
                         {"error": f"bad reply from a math worker: {exc!r}"},
                     )
-                _resolve(job, status, details, now - (job.started or now))
-            await self._notify()
+                self._finish(job, status, details, now - (job.started or now))
+            if self._queue and len(worker.inflight) <= self.pipeline_depth // 2:
+                self._schedule_pump()
 
     async def _watch(self) -> None:
         """The outer wall-clock limit: kills a worker whose current item overran."""
@@ -203,21 +311,22 @@ class MathWorkerPool:
                     )
 
     async def _retire(self, worker: _Worker, status: str, details: dict[str, Any]) -> None:
-        """Removes a worker: its current item gets ``status``, the queued ones go elsewhere."""
+        """Removes a worker: its current item gets ``status``, the queued ones go back to the queue's front."""
         if worker not in self._workers:
             return
         self._workers.remove(worker)
         head = worker.inflight.popleft() if worker.inflight else None
         if head is not None:
-            _resolve(head, status, details, time.perf_counter() - (head.started or time.perf_counter()))
+            self._finish(head, status, details, time.perf_counter() - (head.started or time.perf_counter()))
         queued = list(worker.inflight)
         worker.inflight.clear()
         if worker.reader is not None and worker.reader is not asyncio.current_task():
             worker.reader.cancel()
         await self._kill(worker)
-        for job in queued:
+        for job in reversed(queued):
             job.started = None
-            self._background(self._dispatch(job))
+            self._queue.appendleft(job)
+        self._schedule_pump()
         if not self._closed:
             self._background(self._respawn())
 
@@ -233,26 +342,23 @@ class MathWorkerPool:
                 await self._kill(worker)
             else:
                 self._adopt(worker)
-                await self._notify()
+                self._schedule_pump()
             return
 
     def _adopt(self, worker: _Worker) -> None:
         worker.reader = asyncio.get_running_loop().create_task(self._read(worker))
         self._workers.append(worker)
 
-    async def _notify(self) -> None:
-        assert self._cond is not None
-        async with self._cond:
-            self._cond.notify_all()
-
     def _background(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _fail_all(self, worker: _Worker, error: str) -> None:
-        while worker.inflight:
-            _resolve(worker.inflight.popleft(), Status.verifier_error.value, {"error": error})
+    def _fail_all(self, jobs: collections.deque[_Job], error: str) -> None:
+        while jobs:
+            job = jobs.popleft()
+            if not job.future.done():
+                job.future.set_result(MathOutcome(Status.verifier_error.value, {"error": error}, 0.0))
 
     async def _spawn(self) -> _Worker:
         process = await asyncio.create_subprocess_exec(
@@ -285,8 +391,3 @@ class MathWorkerPool:
                 worker.process.kill()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(worker.process.wait(), 5)
-
-
-def _resolve(job: _Job, status: str, details: dict[str, Any], wall_s: float = 0.0) -> None:
-    if not job.future.done():  # a caller that gave up (cancelled) no longer waits for it
-        job.future.set_result(MathOutcome(status, details, wall_s))

@@ -11,19 +11,42 @@ with the default ``LatexExtractionConfig()`` and the response with
 ``LatexExtractionConfig(boxed_match_priority=0)``; ``verify`` gets the gold first (it is not
 symmetric). Deviation: when the response has a ``\\boxed{}``, only its last one is parsed (see
 ``last_boxed``); otherwise math-verify's own anchors (``$...$``, "final answer is") apply.
+
+``check_answer`` is that recipe done plainly (the reference the tests and benchmarks compare with).
+A worker scores with ``Scorer``, which gives the same verdicts with less work:
+
+- each gold answer is parsed once per worker (an LRU of parsed golds; a stage's G responses share one);
+- ``final_answer`` (the parent calls it) cuts the response down to what is parsed: its last box, else
+  the whole text; a text with none of ``$``, ``\\`` or ``[`` is ``no_answer`` without math-verify,
+  since every LaTeX pattern math-verify matches needs one of them (``$..$``, ``\\[..\\]``, ``\\(..\\)``,
+  `` [..] ``, ``\\boxed``, ``\\frac``);
+- a final answer that is exactly ``\\boxed{<gold>}`` is ``correct`` without sympy (math-verify would
+  parse it as the gold itself); its ``extracted`` detail is then the parsed gold;
+- a plain integer in a box (``-?[0-9]{1,12}``, nothing else) against an integer gold is compared as
+  integers, without math-verify (which parses both as sympy ``Integer`` and compares them exactly).
+
+Requests are chunks: one line holds a list of ``[gold, final answer, timeout_s]`` items; the reply is
+one line per item, written as each is done, so the parent can time every item on its own.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
+import re
 import resource
 import signal
 import sys
 from typing import Any
 
-__all__ = ["check_answer", "last_boxed", "worker_main"]
+__all__ = ["Scorer", "check_answer", "final_answer", "last_boxed", "worker_main"]
+
+_LATEX_MARKS = ("$", "\\", "[")
+"""Every LaTeX pattern of math-verify's ``LatexExtractionConfig`` needs one of these characters."""
+_INTEGER = re.compile(r"-?[0-9]{1,12}")
+"""A plain integer: math-verify parses it as ``[Integer(n), text]`` and compares integers exactly."""
 
 
 class ItemTimeout(BaseException):
@@ -54,36 +77,42 @@ def last_boxed(text: str) -> str | None:
     return None  # unbalanced: let math-verify look at the whole response
 
 
-def check_answer(gold: str, response: str) -> dict[str, Any]:
-    """Scores one response against a gold answer. Returns ``{"status": ..., "details": {...}}``.
+def final_answer(response: str) -> str:
+    """What is parsed of ``response``: its last box (``last_boxed``), else the whole text."""
+    boxed = last_boxed(response)
+    return response if boxed is None else boxed
 
-    Runs without any timeout of its own: call it under ``ItemTimeout`` protection or in a pool.
-    """
+
+def _parse_gold(gold: str) -> tuple[list[Any], str | None]:
+    """math-verify's parse of ``\\boxed{gold}`` and, when it fails, why (a data set problem)."""
+    from math_verify import LatexExtractionConfig, parse  # lazy: math_verify
+
+    try:
+        return parse(
+            "\\boxed{" + gold + "}", [LatexExtractionConfig()], parsing_timeout=None, raise_on_error=True
+        ), None
+    except Exception as exc:  # noqa: BLE001 - any parser failure on the gold is the data set's problem
+        return [], f"{type(exc).__name__}: {exc}"
+
+
+def _gold_error(gold: str, error: str | None) -> dict[str, Any]:
+    return {
+        "status": "verifier_error",
+        "details": {
+            "error": f"the gold answer {gold!r} could not be parsed by math-verify"
+            + (f" ({error})" if error else "")
+            + "; fix the data set's answer (e.g. write it as LaTeX)"
+        },
+    }
+
+
+def _score_text(gold_parsed: list[Any], text: str) -> dict[str, Any]:
+    """math-verify on the final-answer text ``text`` against a parsed gold."""
     from math_verify import LatexExtractionConfig, parse, verify  # lazy: math_verify
 
-    gold_error: str | None = None
-    try:
-        gold_parsed = parse(
-            "\\boxed{" + gold + "}", [LatexExtractionConfig()], parsing_timeout=None, raise_on_error=True
-        )
-    except Exception as exc:  # noqa: BLE001 - any parser failure on the gold is the data set's problem
-        gold_parsed, gold_error = [], f"{type(exc).__name__}: {exc}"
-    if not gold_parsed:
-        return {
-            "status": "verifier_error",
-            "details": {
-                "error": f"the gold answer {gold!r} could not be parsed by math-verify"
-                + (f" ({gold_error})" if gold_error else "")
-                + "; fix the data set's answer (e.g. write it as LaTeX)"
-            },
-        }
-    boxed = last_boxed(response)
     try:
         parsed = parse(
-            response if boxed is None else boxed,
-            [LatexExtractionConfig(boxed_match_priority=0)],
-            parsing_timeout=None,
-            raise_on_error=True,
+            text, [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None, raise_on_error=True
         )
     except Exception as exc:  # noqa: BLE001 - an unparsable response is "no answer", not a crash
         return {"status": "no_answer", "details": {"parse_error": f"{type(exc).__name__}: {exc}"[:500]}}
@@ -94,10 +123,57 @@ def check_answer(gold: str, response: str) -> dict[str, Any]:
     return {"status": "correct" if ok else "wrong_answer", "details": {"extracted": extracted}}
 
 
-def _check_with_alarm(gold: str, response: str, timeout_s: float) -> dict[str, Any]:
+def check_answer(gold: str, response: str) -> dict[str, Any]:
+    """Scores one response against a gold answer, plainly. Returns ``{"status": ..., "details": {...}}``.
+
+    Runs without any timeout of its own: call it under ``ItemTimeout`` protection or in a pool.
+    """
+    gold_parsed, error = _parse_gold(gold)
+    if not gold_parsed:
+        return _gold_error(gold, error)
+    return _score_text(gold_parsed, final_answer(response))
+
+
+class Scorer:
+    """``check_answer``'s verdicts with each gold parsed once and the shortcuts of the module docstring.
+
+    ``score(gold, text)`` takes the final-answer text (``final_answer(response)``)."""
+
+    def __init__(self, max_golds: int = 4096) -> None:
+        self.max_golds = max_golds
+        self._golds: collections.OrderedDict[str, tuple[list[Any], str | None]] = collections.OrderedDict()
+
+    def gold(self, gold: str) -> tuple[list[Any], str | None]:
+        entry = self._golds.get(gold)
+        if entry is None:
+            entry = self._golds[gold] = _parse_gold(gold)
+            if len(self._golds) > self.max_golds:
+                self._golds.popitem(last=False)
+        else:
+            self._golds.move_to_end(gold)
+        return entry
+
+    def score(self, gold: str, text: str) -> dict[str, Any]:
+        inner = text[7:-1] if text.startswith("\\boxed{") and text.endswith("}") else None
+        if inner is not None and _INTEGER.fullmatch(inner) and _INTEGER.fullmatch(gold):
+            return {
+                "status": "correct" if int(inner) == int(gold) else "wrong_answer",
+                "details": {"extracted": inner},
+            }
+        gold_parsed, error = self.gold(gold)
+        if not gold_parsed:
+            return _gold_error(gold, error)
+        if not any(mark in text for mark in _LATEX_MARKS):
+            return {"status": "no_answer", "details": {}}
+        if text == "\\boxed{" + gold + "}":
+            return {"status": "correct", "details": {"extracted": str(gold_parsed[-1])[:1000]}}
+        return _score_text(gold_parsed, text)
+
+
+def _check_with_alarm(scorer: Scorer, gold: str, text: str, timeout_s: float) -> dict[str, Any]:
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
-        return check_answer(gold, response)
+        return scorer.score(gold, text)
     except ItemTimeout:
         return {"status": "time_limit", "details": {"error": f"math-verify took over {timeout_s} s"}}
     except MemoryError:
@@ -106,11 +182,30 @@ def _check_with_alarm(gold: str, response: str, timeout_s: float) -> dict[str, A
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def worker_main(memory_limit_mb: int) -> None:
-    """Entry point of one worker process: answers JSON-line requests on stdin, one per line.
+def _serve(scorer: Scorer, line: str, out: Any) -> None:
+    """Answers one request line (a list of ``[gold, text, timeout_s]``), one reply line per item."""
+    try:
+        request = json.loads(line)
+        items = [(str(gold), str(text), float(limit)) for gold, text, limit in request]
+    except Exception as exc:  # noqa: BLE001 - the parent only sends its own lines: a bug, said once per item
+        error = json.dumps({"status": "verifier_error", "details": {"error": f"bad request: {exc!r}"[:500]}})
+        out.write((error + "\n") * (line.count("],[") + 1))  # the parent counts one reply per item
+        return
+    for gold, text, limit in items:
+        try:
+            reply = _check_with_alarm(scorer, gold, text, limit)
+        except Exception as exc:  # noqa: BLE001 - report, keep serving
+            reply = {"status": "verifier_error", "details": {"error": f"{type(exc).__name__}: {exc}"[:500]}}
+        out.write(json.dumps(reply) + "\n")
 
-    Request: ``{"gold": str, "response": str, "timeout_s": float}``; reply: one JSON line on the
-    original stdout (fd 1 is pointed at stderr so a stray print cannot corrupt the protocol).
+
+def worker_main(memory_limit_mb: int) -> None:
+    """Entry point of one worker process: answers JSON-line requests on stdin.
+
+    Request: one line ``[[gold, text, timeout_s], ...]`` (``text`` is ``final_answer(response)``);
+    reply: one JSON line ``{"status": ..., "details": ...}`` per item on the original stdout (fd 1 is
+    pointed at stderr so a stray print cannot corrupt the protocol), line-buffered so each item's
+    reply leaves as it is done.
     """
     out = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)
@@ -120,17 +215,11 @@ def worker_main(memory_limit_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when this process ends
-    check_answer("1", "\\boxed{1}")  # import and warm sympy/antlr before announcing readiness
+    check_answer("1", "\\boxed{2}")  # import and warm sympy/antlr before announcing readiness
+    scorer = Scorer()
     out.write('"ready"\n')
     for line in sys.stdin:
-        try:
-            request = json.loads(line)
-            reply = _check_with_alarm(
-                str(request["gold"]), str(request["response"]), float(request["timeout_s"])
-            )
-        except Exception as exc:  # noqa: BLE001 - report, keep serving
-            reply = {"status": "verifier_error", "details": {"error": f"{type(exc).__name__}: {exc}"[:500]}}
-        out.write(json.dumps(reply) + "\n")
+        _serve(scorer, line, out)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from mucode.rollout.logprobs import accepts_logits_to_keep, token_logprobs
+from mucode.rollout.logprobs import accepts_logits_to_keep, scale_logits, scaled_token_logprobs
 from mucode.rollout.types import FinishReason, Sample
 
 logger = logging.getLogger(__name__)
@@ -192,10 +192,11 @@ class HFEngine:
         tokens: list[Tensor] = []
         logprobs: list[Tensor] = []
         for step in range(self.max_new_tokens):
-            token = self._sample(logits)
+            scaled = scale_logits(logits, self.temperature)  # shared by the sampler and the log-prob
+            token = self._sample(scaled)
             token = torch.where(done, torch.full_like(token, self.pad_token_id), token)
             tokens.append(token)
-            logprobs.append(token_logprobs(logits, token, self.temperature if self.temperature > 0 else 1.0))
+            logprobs.append(scaled_token_logprobs(scaled, token))
             stopped = ~done & torch.isin(token, stop)
             lengths = torch.where(stopped, torch.full_like(lengths, step + 1), lengths)
             done |= stopped
@@ -223,11 +224,11 @@ class HFEngine:
             results.append((all_tokens[i][:length], all_logprobs[i][:length], reason))
         return results
 
-    def _sample(self, logits: Tensor) -> Tensor:
+    def _sample(self, scaled: Tensor) -> Tensor:
+        """A token per row from logits already scaled by the temperature (``scale_logits``)."""
         if self.temperature == 0:
-            return logits.argmax(-1)
-        scaled = filter_logits(logits.float() / self.temperature, self.top_k, self.top_p)
-        probs = torch.softmax(scaled, dim=-1)
+            return scaled.argmax(-1)
+        probs = torch.softmax(filter_logits(scaled, self.top_k, self.top_p), dim=-1)
         return torch.multinomial(probs, 1, generator=self.generator).squeeze(1)
 
     def close(self) -> None:

@@ -21,9 +21,17 @@ import torch
 from torch import Tensor
 
 
-def _scale(logits: Tensor, temperature: float) -> Tensor:
+def scale_logits(logits: Tensor, temperature: float) -> Tensor:
+    """``logits / T`` in float32 (T = 0: unscaled): made once per decoding step or micro-batch and shared
+    by the sampler, the log-probs and the entropy."""
     scaled = logits.float()
     return scaled / temperature if temperature > 0 else scaled
+
+
+def scaled_token_logprobs(scaled: Tensor, targets: Tensor, lse: Tensor | None = None) -> Tensor:
+    """``token_logprobs`` of logits already scaled (``scale_logits``); ``lse``: their logsumexp, if known."""
+    picked = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - (torch.logsumexp(scaled, dim=-1) if lse is None else lse)
 
 
 def token_logprobs(logits: Tensor, targets: Tensor, temperature: float) -> Tensor:
@@ -31,15 +39,21 @@ def token_logprobs(logits: Tensor, targets: Tensor, temperature: float) -> Tenso
 
     Shapes: logits ``[..., V]``, targets ``[...]`` (int64) -> ``[...]`` float32. Differentiable.
     """
-    scaled = _scale(logits, temperature)
-    picked = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(scaled, dim=-1)
+    return scaled_token_logprobs(scale_logits(logits, temperature), targets)
+
+
+def scaled_entropy(scaled: Tensor, lse: Tensor | None = None) -> Tensor:
+    """Entropy of ``softmax(scaled)``, ``H = lse - sum(p * scaled)``; a metric: computed without autograd,
+    so no ``[..., V]`` intermediate is kept for a backward pass."""
+    with torch.no_grad():
+        scaled = scaled.detach()
+        lse = torch.logsumexp(scaled, dim=-1) if lse is None else lse.detach()
+        return lse - (torch.softmax(scaled, dim=-1) * scaled).sum(-1)
 
 
 def token_entropy(logits: Tensor, temperature: float) -> Tensor:
-    """Entropy of ``softmax(logits / T)``: ``[..., V] -> [...]`` float32."""
-    logp = torch.log_softmax(_scale(logits, temperature), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
+    """Entropy of ``softmax(logits / T)``: ``[..., V] -> [...]`` float32 (not differentiable)."""
+    return scaled_entropy(scale_logits(logits, temperature))
 
 
 @dataclass
@@ -110,8 +124,10 @@ def response_logprobs(
     logits = logits[:, -(width_r + 1) : -1, :]
     targets = ids[:, width_p:]
     mask = attention[:, width_p:].bool()
-    logprobs = token_logprobs(logits, targets, temperature).masked_fill(~mask, 0.0)
-    entropy = token_entropy(logits, temperature).masked_fill(~mask, 0.0) if with_entropy else None
+    scaled = scale_logits(logits, temperature)  # one [B, R, V] float32 tensor for both
+    lse = torch.logsumexp(scaled, dim=-1)
+    logprobs = scaled_token_logprobs(scaled, targets, lse).masked_fill(~mask, 0.0)
+    entropy = scaled_entropy(scaled, lse).masked_fill(~mask, 0.0) if with_entropy else None
     return ResponseLogprobs(logprobs=logprobs, mask=mask, entropy=entropy)
 
 

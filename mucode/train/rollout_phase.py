@@ -1,7 +1,8 @@
 """Phases 1–2 of a stage: generate with the frozen policy, verify while generating, store.
 
 Finished groups go to the verifier as the engine yields them; verified groups get their group
-advantages (``mucode.algo.group_advantages`` over the responses whose verification succeeded) and
+advantages (``mucode.algo.group_stats.one_group_advantages``, plain Python, over the responses whose
+verification succeeded) and
 are appended to the stage store immediately. Responses whose verification failed for
 infrastructure reasons after every retry are *charged* to the policy (``mucode.train.verify``):
 stored with reward 0.0 and their infrastructure status, trained as failures, and counted
@@ -28,10 +29,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
-from mucode.algo.advantages import group_advantages
+from mucode.algo.group_stats import one_group_advantages
 from mucode.data.types import TaskRecord
 from mucode.rollout.types import EngineError, RolloutEngine, Sample
 from mucode.train.store import StageWriter, StoredGroup, StoredSample
@@ -114,11 +114,8 @@ def _stored_group(
     adv_std: str,
     adv_eps: float,
 ) -> StoredGroup:
-    rewards = torch.tensor([0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)])
-    valid = torch.tensor([not m for m in verdicts.masked])
-    advantages = group_advantages(
-        rewards, torch.zeros(len(samples), dtype=torch.long), std=adv_std, eps=adv_eps, valid=valid
-    ).tolist()
+    rewards = [0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)]
+    advantages = one_group_advantages(rewards, [not m for m in verdicts.masked], std=adv_std, eps=adv_eps)
     per_sample_verify = verdicts.verify_s / max(1, len(samples))
     return StoredGroup(
         group_id=slot,

@@ -33,6 +33,7 @@ import json
 import os
 import random
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,10 @@ class StageWriter:
 
     Use :meth:`create` for a new store and :meth:`resume` to continue an incomplete one; call
     :meth:`finish` once every expected group is written (it flushes and marks the store complete).
-    Every change to the manifest goes through these methods and is written atomically.
+    Every change to the manifest goes through these methods and is written atomically. Shards are
+    encoded and written on one writer thread (Parquet encoding, zstd, fsync and hashing then overlap
+    the caller's work); :meth:`wait` blocks until what was handed over is on disk, and an error of the
+    writer is raised by the next ``flush``, ``wait``, ``update_meta`` or ``finish``.
     """
 
     def __init__(self, path: Path, manifest: StoreManifest, groups_per_shard: int) -> None:
@@ -257,6 +261,9 @@ class StageWriter:
         self.groups_per_shard = groups_per_shard
         self._pending: list[StoredGroup] = []
         self._done: set[int] = set(manifest.group_ids)
+        self._added = manifest.groups
+        self._writer: ThreadPoolExecutor | None = None
+        self._writing: Future[None] | None = None
 
     @classmethod
     def create(
@@ -302,10 +309,12 @@ class StageWriter:
 
     @property
     def groups_written(self) -> int:
-        return self._manifest.groups + len(self._pending)
+        """Groups added so far (kept from a resumed store, on disk, being written or pending)."""
+        return self._added
 
     def update_meta(self, values: dict[str, Any]) -> None:
         """Merge ``values`` into the store's metadata and write the manifest."""
+        self.wait()  # the writer thread writes the manifest too
         self._manifest.meta.update(values)
         self._manifest._write(self.path)
 
@@ -316,15 +325,31 @@ class StageWriter:
             raise StoreError(f"group {group.group_id} is already in stage store {self.path}")
         self._pending.append(group)
         self._done.add(group.group_id)
+        self._added += 1
         if len(self._pending) >= self.groups_per_shard:
             self.flush()
 
     def flush(self) -> None:
+        """Hands the pending groups, as one shard, to the writer thread (after the shard before it is on
+        disk: at most one shard is being written while the next one fills, so memory stays flat)."""
         if not self._pending:
             return
+        self.wait()
+        groups, self._pending = self._pending, []
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="mucode-store")
+        self._writing = self._writer.submit(self._write_shard, groups)
+
+    def wait(self) -> None:
+        """Blocks until the shard being written is on disk and in the manifest (raises what its write raised)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
+    def _write_shard(self, groups: list[StoredGroup]) -> None:
         m = self._manifest
         name = f"shard-{len(m.shards):05d}.parquet"
-        rows = [row for g in self._pending for row in _rows(g)]
+        rows = [row for g in groups for row in _rows(g)]
         table = pa.Table.from_pylist(rows, schema=SCHEMA)
         tmp = self.path / (name + ".tmp")
         pq.write_table(table, tmp, compression="zstd")
@@ -335,19 +360,22 @@ class StageWriter:
             ShardEntry(
                 file=name,
                 rows=len(rows),
-                groups=len(self._pending),
+                groups=len(groups),
                 bytes=(self.path / name).stat().st_size,
                 sha256=_sha256(self.path / name),
             )
         )
-        m.groups += len(self._pending)
+        m.groups += len(groups)
         m.rows += len(rows)
-        m.group_ids.extend(g.group_id for g in self._pending)
+        m.group_ids.extend(g.group_id for g in groups)
         m._write(self.path)
-        self._pending = []
 
     def finish(self, extra_meta: dict[str, Any] | None = None) -> StageStore:
         self.flush()
+        self.wait()
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
         m = self._manifest
         if m.groups != m.expected_groups:
             raise StoreError(

@@ -15,23 +15,31 @@ over the request cap) is charged whole, with the error. :func:`check_charged` st
 stage's charged fraction passes ``verifier.max_masked_fraction``: at that rate the verifier, not
 the policy, is what fails, and the rewards are no longer worth training on.
 
+Groups are coalesced into large requests: a group submitted while ``max_requests`` requests are in
+flight waits, with the groups after it, until one returns or ``coalesce_items`` items wait; then they
+leave as one request and its results are split back by group. So an idle verifier gets each group at
+once and a busy one gets requests of hundreds of items (per-request costs, on both sides, are paid
+once per request, not per group). A coalesced request the client refuses (4xx) is sent again group
+by group, so only the group at fault is masked.
+
 The trainer reaches the verifier only through this session; with no URL configured,
-:func:`verifier_urls` starts an in-process verifier on loopback with ``local_verifier``.
+:func:`verifier_urls` starts a verifier on loopback in a child process (``spawned_verifier``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.protocol import Item, Status
 from mucode.verifier.client import Scored
-from mucode.verifier.local import local_verifier
 from mucode.verifier.session import VerifierSession
+from mucode.verifier.spawn import spawned_verifier
 
 __all__ = ["GroupVerdicts", "VerifierFailureError", "VerifyPipeline", "check_charged", "verifier_urls"]
 
@@ -61,23 +69,50 @@ class GroupVerdicts:
 
 @contextlib.contextmanager
 def verifier_urls(urls: list[str], backend: str = "local") -> Iterator[list[str]]:
-    """The configured verifier URLs, or a local verifier started for the duration of the block."""
+    """The configured verifier URLs, or a local verifier started for the duration of the block (in a child
+    process: its event loop and HTTP work must not share the trainer's GIL)."""
     if urls:
         yield list(urls)
         return
-
-    with local_verifier(backend=backend) as url:
+    with spawned_verifier(backend=backend) as url:
         yield [url]
+
+
+@dataclass
+class _Waiting:
+    """A submitted group not yet sent (or sent inside a coalesced request)."""
+
+    key: Any
+    items: list[Item | Mapping[str, Any]]
+    payload: Any
+    future: Future[GroupVerdicts]
 
 
 class VerifyPipeline:
     """Verification of submitted groups on a ``VerifierSession`` (keyword arguments are the client's)."""
 
-    def __init__(self, urls: list[str], *, max_pending: int = 256, **client_options: Any) -> None:
+    def __init__(
+        self,
+        urls: list[str],
+        *,
+        max_pending: int = 256,
+        coalesce_items: int = 256,
+        max_requests: int = 4,
+        **client_options: Any,
+    ) -> None:
         client_options.setdefault("max_concurrency", 32)
+        client_options.setdefault("batch_size", max(64, coalesce_items))
         self.session = VerifierSession(urls, name="mucode-verify", **client_options)
         self.max_pending = max_pending
+        self.coalesce_items = coalesce_items
+        self.max_requests = max(1, max_requests)
         self._futures: list[tuple[Future[GroupVerdicts], Any, Any, int]] = []
+        self._lock = threading.Lock()  # the buffer is shared with the session thread's callbacks
+        self._buffer: list[_Waiting] = []
+        self._buffered = 0
+        self._in_flight = 0
+        self.requests = 0
+        """Requests sent (coalesced ones and re-sends of a refused one's groups)."""
         self.busy_s = 0.0
         self.infra_failures = 0
         """Samples charged to the policy so far."""
@@ -90,9 +125,73 @@ class VerifyPipeline:
         already held (submitted, not yet collected): then wait for the oldest, so a generator faster than
         the verifier holds a bounded number of groups in memory, whatever the stage size."""
         if self.max_pending and len(self._futures) >= self.max_pending:
+            self._flush(force=True)  # the oldest may still be waiting to be sent
             self._futures[0][0].exception()  # blocks until the oldest is verified; done() then collects it
-        future = self.session.submit(items, lambda scored: _group(key, payload, scored))
+        future: Future[GroupVerdicts] = Future()
+        with self._lock:
+            self._buffer.append(_Waiting(key, list(items), payload, future))
+            self._buffered += len(items)
         self._futures.append((future, key, payload, len(items)))
+        self._flush(force=False)
+
+    def _flush(self, *, force: bool) -> None:
+        """Sends the waiting groups as one request: now (``force``), or when a request slot is free or
+        ``coalesce_items`` items wait."""
+        with self._lock:
+            if not self._buffer or (
+                not force and self._in_flight >= self.max_requests and self._buffered < self.coalesce_items
+            ):
+                return
+            batch, self._buffer, self._buffered = self._buffer, [], 0
+            self._in_flight += 1
+            self.requests += 1
+        sent = self.session.submit([item for waiting in batch for item in waiting.items])
+        sent.add_done_callback(lambda done: self._settle(batch, done))
+
+    def _settle(self, batch: list[_Waiting], done: Future[Any]) -> None:
+        """Splits a coalesced request's results back into its groups (on the session's thread)."""
+        with self._lock:
+            self._in_flight -= 1
+        try:
+            error = done.exception()
+        except CancelledError as exc:
+            error = exc
+        if error is not None and len(batch) > 1:  # one group's refusal must not mask the others
+            for waiting in batch:
+                self._send_alone(waiting)
+        else:
+            offset = 0
+            for waiting in batch:
+                n = len(waiting.items)
+                if error is not None:
+                    waiting.future.set_exception(error)
+                else:
+                    scored: Scored = done.result()
+                    part = Scored(
+                        scored.results[offset : offset + n],
+                        scored.sends[offset : offset + n],
+                        scored.elapsed_s,
+                    )
+                    waiting.future.set_result(_group(waiting.key, waiting.payload, part))
+                offset += n
+        self._flush(force=False)
+
+    def _send_alone(self, waiting: _Waiting) -> None:
+        with self._lock:
+            self.requests += 1
+        sent = self.session.submit(waiting.items, lambda scored: _group(waiting.key, waiting.payload, scored))
+
+        def relay(done: Future[GroupVerdicts]) -> None:
+            try:
+                error = done.exception()
+            except CancelledError as exc:
+                error = exc
+            if error is None:
+                waiting.future.set_result(done.result())
+            else:
+                waiting.future.set_exception(error)
+
+        sent.add_done_callback(relay)
 
     def _collect(self, future: Future[GroupVerdicts], key: Any, payload: Any, n: int) -> GroupVerdicts:
         error = future.exception()
@@ -127,6 +226,7 @@ class VerifyPipeline:
         lists groups in generation order whatever the verifier's timing (minibatch order, and so
         the trained weights, are then reproducible).
         """
+        self._flush(force=False)
         ready = 0
         while ready < len(self._futures) and self._futures[ready][0].done():
             ready += 1
@@ -135,12 +235,19 @@ class VerifyPipeline:
 
     def drain(self) -> Iterator[GroupVerdicts]:
         """Wait for every submitted group, yielding each in submission order."""
+        self._flush(force=True)
         while self._futures:
             self._futures[0][0].exception()  # blocks until the oldest is done
             yield from self.done()
 
     def close(self) -> None:
         self.session.close()
+        with self._lock:
+            waiting, self._buffer, self._buffered = self._buffer, [], 0
+        for group in waiting:  # never sent: the caller that still collects them sees the pipeline closed
+            group.future.set_exception(
+                RuntimeError("the verify pipeline was closed before this group was sent")
+            )
 
     def __enter__(self) -> VerifyPipeline:
         return self

@@ -254,6 +254,8 @@ class Verifier:
                 "workers": self.ctx.math.alive,
                 "idle": self.ctx.math.idle,
                 "kills": self.ctx.math.kills,
+                "sent": self.ctx.math.sent,
+                "shared": self.ctx.math.shared,
             }
             out["ok"] = out["ok"] and self.ctx.math.alive > 0
             self.metrics.math_workers.set(self.ctx.math.alive)

@@ -109,7 +109,9 @@ def test_pathological_item_times_out_while_the_rest_is_scored(pool_loop) -> None
 
     async def run():
         slow = asyncio.ensure_future(pool.check("1", "\\boxed{9^{9^{9^{9^{9}}}}}", SLOW_LIMIT_S))
-        fast = [asyncio.ensure_future(pool.check("2", "\\boxed{2}")) for _ in range(20)]
+        fast = [
+            asyncio.ensure_future(pool.check(str(i), f"\\boxed{{{i}}}")) for i in range(20)
+        ]  # 20 distinct
         await asyncio.wait([slow])
         done_meanwhile = sum(f.done() for f in fast)
         return await slow, await asyncio.gather(*fast), done_meanwhile
@@ -129,7 +131,7 @@ def test_stuck_worker_is_killed_and_replaced(pool_loop) -> None:
         victim = pool._workers[0]
         os.kill(victim.process.pid, signal.SIGSTOP)
         kills = pool.kills
-        outs = await asyncio.gather(*(pool.check("1", "\\boxed{1}", SLOW_LIMIT_S) for _ in range(6)))
+        outs = await asyncio.gather(*(pool.check(str(i), f"\\boxed{{{i}}}", SLOW_LIMIT_S) for i in range(6)))
         return kills, outs
 
     kills_before, outs = loop.run_until_complete(run())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,7 @@ def test_shards_are_written_as_groups_arrive(tmp_path: Path) -> None:
     writer = StageWriter.create(tmp_path / "s", stage=0, expected_groups=5, groups_per_shard=2)
     for i in range(3):
         writer.add(_group(i))
+    writer.wait()  # shards are written on the writer thread
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
     assert manifest["groups"] == 2 and not manifest["complete"]
     with pytest.raises(StoreError, match="incomplete .*2 of 5.*--resume"):
@@ -71,6 +73,7 @@ def test_incomplete_store_resumes_with_only_missing_prompts(tmp_path: Path) -> N
     writer = StageWriter.create(tmp_path / "s", stage=0, expected_groups=5, groups_per_shard=2)
     for i in range(3):
         writer.add(_group(i))  # group 2 pending in memory, lost in the "crash"
+    writer.wait()
     (tmp_path / "s" / "shard-00001.parquet.tmp").write_bytes(b"half-written")
     resumed = StageWriter.resume(tmp_path / "s", groups_per_shard=2)
     assert resumed.done_group_ids == {0, 1}
@@ -138,3 +141,12 @@ def test_the_manifest_is_typed_and_changed_only_through_the_store(tmp_path: Path
     assert StageStore.open(tmp_path / "m").meta == {"parts": 2}
     with pytest.raises(StoreError, match="2 groups .*3 expected"):
         merge_stores(tmp_path / "m", parts, stage=0, expected_groups=3, meta=lambda ms: {})
+
+
+def test_a_failed_shard_write_is_raised_by_the_writer(tmp_path: Path) -> None:
+    writer = StageWriter.create(tmp_path / "s", stage=0, expected_groups=4, groups_per_shard=2)
+    shutil.rmtree(tmp_path / "s")  # the writer thread's write of the first shard fails
+    writer.add(_group(0))
+    writer.add(_group(1))
+    with pytest.raises(OSError):
+        writer.wait()

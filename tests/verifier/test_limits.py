@@ -318,7 +318,7 @@ def test_code_extraction_runs_off_the_event_loop(small_url: str, monkeypatch: py
 
     monkeypatch.setitem(extract.EXTRACTORS._items, "last_fence", held)  # noqa: SLF001 - a probe in the real slot
     answers: list[httpx.Response] = []
-    adversarial = OK + "\n" + "```python\n" * 100_000  # the program, then 1 MB of unterminated fences
+    adversarial = OK + "\n" + "prose after the code\n" * 50_000  # the program, then 1 MB of text
     worker = threading.Thread(
         target=lambda: answers.append(
             httpx.post(f"{small_url}/v1/verify", json={"items": [_code("held", adversarial)]}, timeout=120)

@@ -1,0 +1,167 @@
+"""Math verification on stage-like responses: mucode's worker pool vs a plain math_verify process pool.
+
+    .venv/bin/python bench/math_stage.py [--prompts 200] [--samples 8] [--workers 2] [--seed 0]
+
+Responses are shaped like a stage's: ``--samples`` per prompt over MATH500's gold answers, each a few
+hundred characters of reasoning with inline ``$...$`` math, ending in a boxed answer drawn from a
+small per-prompt set (the gold, written as it is or as an equal form, and two recurring wrong
+answers: other problems' golds), and 1 in 10 cut off before any box (math-verify then reads the
+whole text). Both sides get the same items in the same order and ``--workers`` processes:
+
+- baseline: ``concurrent.futures.ProcessPoolExecutor`` mapping ``check_answer`` (the plain recipe:
+  gold parsed per item, every response verified) over the items, chunksize 16, workers warmed;
+- mucode: ``MathWorkerPool`` (final answer extracted in the parent, each (gold, answer) verified
+  once, golds parsed once per worker, chunks per message), every item ``check``ed at once, per
+  group of ``--samples`` as the trainer sends them; started and warmed before the clock.
+
+Printed: wall seconds and items/s of each, and their ratio; CPU seconds of the worker processes
+(from /proc, so a loaded machine does not distort it) plus the parent's, and that ratio; whether
+the statuses agree item by item. The machine may be shared: the ratio is the figure, not the rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+MATH500 = ROOT / "mucode" / "assets" / "math" / "math500.jsonl"
+
+FILLER = (
+    "We first rewrite the expression as $x^2 + {a}x = {b}$ and complete the square, so "
+    "$(x + {h})^2 = {c}$. Checking the case $x = {a}$ gives ${a}^2 = {sq}$, which is consistent. "
+)
+
+
+def _golds(kind: str) -> list[str]:
+    rows = [json.loads(line) for line in MATH500.read_text().splitlines() if line.strip()]
+    golds = [str(r["answer"]) for r in rows]
+    return [g for g in golds if g.lstrip("-").isdigit()] if kind == "integer" else golds
+
+
+def stage_items(prompts: int, samples: int, seed: int, kind: str = "math500") -> list[tuple[str, str]]:
+    golds = _golds(kind)
+    rng = random.Random(seed)
+    items = []
+    for p in range(prompts):
+        gold = golds[p % len(golds)]
+        if kind == "integer":  # wrong answers near the gold, as a policy's arithmetic slips are
+            wrong = [str(int(gold) + d) for d in rng.sample([-2, -1, 1, 2, 10], 2)]
+            choices = [gold, gold, f"{gold}.0", *wrong]
+        else:  # other problems' answers: LaTeX of every kind
+            wrong = [golds[(p + k) % len(golds)] for k in (7, 13)]
+            choices = [gold, gold, f"{{{gold}}}", *wrong]  # an equal form: braces around the gold
+        for _ in range(samples):
+            a = rng.randint(2, 99)
+            text = "".join(
+                FILLER.format(a=a, b=a * 3, h=a / 2, c=a * a, sq=a * a) for _ in range(rng.randint(2, 6))
+            )
+            if rng.random() < 0.1:
+                items.append((gold, text))
+            else:
+                items.append((gold, text + f"Therefore the answer is $\\boxed{{{rng.choice(choices)}}}$."))
+    return items
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _warm(_: int) -> int:
+    from mucode.rewards.math_worker import check_answer
+
+    check_answer("1", "\\boxed{1}")
+    return os.getpid()
+
+
+def _check(pair: tuple[str, str]) -> str:
+    from mucode.rewards.math_worker import check_answer
+
+    return str(check_answer(*pair)["status"])
+
+
+def baseline(items: list[tuple[str, str]], workers: int) -> tuple[float, float, list[str]]:
+    import logging
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    with ProcessPoolExecutor(workers) as pool:
+        pids = set(pool.map(_warm, range(workers * 4)))
+        cpu0, c0 = sum(_cpu_s(p) for p in pids), time.process_time()
+        t0 = time.perf_counter()
+        statuses = list(pool.map(_check, items, chunksize=16))
+        wall = time.perf_counter() - t0
+        cpu = sum(_cpu_s(p) for p in pids) - cpu0 + time.process_time() - c0
+    return wall, cpu, statuses
+
+
+async def mucode(items: list[tuple[str, str]], workers: int, samples: int) -> tuple[float, float, list[str]]:
+    from mucode.rewards.math_pool import MathWorkerPool
+
+    pool = MathWorkerPool(workers, timeout_s=30.0)
+    await pool.start()
+    try:
+        pids = [w.process.pid for w in pool._workers]
+        cpu0, c0 = sum(_cpu_s(p) for p in pids), time.process_time()
+        t0 = time.perf_counter()
+
+        async def group(start: int) -> list[str]:
+            outs = await asyncio.gather(*(pool.check(g, r) for g, r in items[start : start + samples]))
+            return [o.status for o in outs]
+
+        groups = await asyncio.gather(*(group(s) for s in range(0, len(items), samples)))
+        wall = time.perf_counter() - t0
+        cpu = sum(_cpu_s(p) for p in pids) - cpu0 + time.process_time() - c0
+        print(
+            f"mucode pool: {pool.sent} items sent to workers, {pool.shared} answered by a shared verdict; "
+            f"parent CPU {time.process_time() - c0:.2f} s"
+        )
+    finally:
+        await pool.close()
+    return wall, cpu, [s for g in groups for s in g]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--answers",
+        choices=["math500", "integer"],
+        default="math500",
+        help="gold answers: all of MATH500's, or its integer ones (AIME/DeepScaleR-like)",
+    )
+    args = parser.parse_args(argv)
+    items = stage_items(args.prompts, args.samples, args.seed, args.answers)
+    print(
+        f"{len(items)} items ({args.prompts} prompts x {args.samples}), {args.workers} worker processes each; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    b_wall, b_cpu, b_status = baseline(items, args.workers)
+    m_wall, m_cpu, m_status = asyncio.run(mucode(items, args.workers, args.samples))
+    n = len(items)
+    print(f"{'':34}{'wall s':>9}{'items/s':>10}{'CPU s':>9}")
+    print(f"{'plain math_verify process pool':34}{b_wall:>9.2f}{n / b_wall:>10.0f}{b_cpu:>9.2f}")
+    print(f"{'mucode MathWorkerPool':34}{m_wall:>9.2f}{n / m_wall:>10.0f}{m_cpu:>9.2f}")
+    print(
+        f"ratio (mucode / baseline): throughput {b_wall / m_wall:.2f}x, CPU per item {b_cpu / m_cpu:.2f}x less"
+    )
+    agree = sum(a == b for a, b in zip(b_status, m_status, strict=True))
+    counts: dict[str, int] = {}
+    for s in b_status:
+        counts[s] = counts.get(s, 0) + 1
+    print(f"statuses agree on {agree}/{n} items; baseline statuses {counts}")
+
+
+if __name__ == "__main__":
+    main()

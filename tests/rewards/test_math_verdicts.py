@@ -1,0 +1,117 @@
+"""The fast math path gives math-verify's verdicts on every shipped benchmark answer, right and shifted.
+
+For each gold answer of MATH500, AIME24, AIME25 and AMC23 (all of them), three responses: the right
+answer boxed (the exact-match path), the next problem's answer boxed (a shifted, usually wrong answer:
+the sympy path) and the right answer as inline ``$...$`` without a box (math-verify's own anchors).
+The reference is ``check_answer``, the plain recipe (gold parsed per call, whole parse, ``verify``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from importlib import resources
+
+import pytest
+
+from mucode.rewards.math import MathSpec
+from mucode.rewards.math_pool import MathWorkerPool
+from mucode.rewards.math_worker import Scorer, check_answer, final_answer
+
+SHIPPED = {
+    "math500.jsonl": "answer",
+    "aime24.json": "expected_answer",
+    "aime25.json": "answer",
+    "amc23.json": "answer",
+}
+
+
+def _golds(name: str, field: str) -> list[str]:
+    text = resources.files("mucode.assets").joinpath("math", name).read_text(encoding="utf-8")
+    return [
+        MathSpec.model_validate({"answer": json.loads(line)[field]}).answer
+        for line in text.splitlines()
+        if line
+    ]
+
+
+def _cases() -> list[tuple[str, str]]:
+    cases = []
+    for name, field in SHIPPED.items():
+        golds = _golds(name, field)
+        for i, gold in enumerate(golds):
+            shifted = golds[(i + 1) % len(golds)]
+            cases += [
+                (gold, f"Adding up, the answer is \\boxed{{{gold}}}."),
+                (gold, f"So we get \\boxed{{{shifted}}}"),
+                (gold, f"The final answer is ${gold}$."),
+            ]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def reference() -> list[tuple[str, str, str]]:
+    cases = _cases()
+    assert len(cases) == 3 * (500 + 30 + 30 + 40)
+    return [(gold, response, check_answer(gold, response)["status"]) for gold, response in cases]
+
+
+def test_scorer_matches_math_verify_on_every_shipped_answer(reference: list[tuple[str, str, str]]) -> None:
+    scorer = Scorer()
+    got = [scorer.score(gold, final_answer(response))["status"] for gold, response, _ in reference]
+    mismatches = [
+        (g, r, want, have) for (g, r, want), have in zip(reference, got, strict=True) if want != have
+    ]
+    assert not mismatches, mismatches[:10]
+    statuses = {s for *_, s in reference}
+    assert {"correct", "wrong_answer"} <= statuses  # the cases exercise both verdicts
+
+
+def test_pool_matches_math_verify_with_every_answer_sent_twice(reference: list[tuple[str, str, str]]) -> None:
+    """Through the worker processes: chunks, shared in-flight items and remembered verdicts."""
+
+    async def run() -> tuple[list[str], int, int]:
+        pool = MathWorkerPool(2, timeout_s=30.0)
+        await pool.start()
+        try:
+            outs = await asyncio.gather(*(pool.check(g, r) for _ in range(2) for g, r, _ in reference))
+            return [o.status for o in outs], pool.sent, pool.shared
+        finally:
+            await pool.close()
+
+    statuses, sent, shared = asyncio.run(run())
+    want = [s for *_, s in reference] * 2
+    mismatches = [(i, w, h) for i, (w, h) in enumerate(zip(want, statuses, strict=True)) if w != h]
+    assert not mismatches, mismatches[:10]
+    distinct = len({(g, final_answer(r)) for g, r, _ in reference})
+    assert sent == distinct and shared == len(want) - distinct
+
+
+def test_text_without_latex_marks_is_no_answer_for_math_verify_too() -> None:
+    # The shortcut's premise: no "$", "\\" or "[" means math-verify finds nothing to parse.
+    for text in [
+        "The answer is 42.",
+        "answer: 7 (final answer is 7). I hope it is correct.",
+        "1/2 = 0.5",
+        "x = {3}",
+    ]:
+        assert check_answer("42", text)["status"] == "no_answer"
+        assert Scorer().score("42", final_answer(text))["status"] == "no_answer"
+
+
+def test_integer_shortcut_matches_math_verify() -> None:
+    """Every integer gold of the shipped sets against itself written otherwise and its neighbours."""
+    golds = sorted(
+        {g for name, field in SHIPPED.items() for g in _golds(name, field) if g.lstrip("-").isdigit()}
+    )
+    assert len(golds) > 100
+    scorer = Scorer()
+    mismatches = []
+    for gold in golds:
+        n = int(gold)
+        for answer in (f"0{gold}", str(n + 1), str(n - 1), str(-n), str(10 * n), "0", "-0"):
+            text = f"\\boxed{{{answer}}}"
+            want, have = check_answer(gold, text)["status"], scorer.score(gold, text)["status"]
+            if want != have:
+                mismatches.append((gold, answer, want, have))
+    assert not mismatches, mismatches[:10]
