@@ -180,6 +180,7 @@ def run_stage(
     from mucode.assets import resolve_model_path
     from mucode.config import load_config
     from mucode.data.prompts import render_prompt
+    from mucode.protocol import Connection
     from mucode.rollout.factory import make_engine
     from mucode.train.distributed import DistInfo
     from mucode.train.loop import stage_prompts
@@ -238,7 +239,7 @@ def run_stage(
     )
     rss_marks: dict[str, float] = {}
     with spawned_verifier(**settings) as url:  # as the trainer starts it: its own process
-        pipeline = VerifyPipeline([url], timeout_s=600, retries=2)
+        pipeline = VerifyPipeline([url], connection=Connection(timeout_s=600, retries=2))
         try:
             start, cpu = time.perf_counter(), time.process_time()
             service_cpu, workers_cpu = _verifier_cpu()

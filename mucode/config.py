@@ -33,6 +33,7 @@ from mucode.config_algo import (
 from mucode.config_algo import nest_params as _nest_params
 from mucode.configs import CONFIG_DIR as PRESETS_DIR
 from mucode.data.schemas import SCHEMAS
+from mucode.protocol import Connection
 
 __all__ = [
     "AlgoConfig",
@@ -225,9 +226,9 @@ class VerifierConfig(_Section):
     """Sandbox backend of the in-process verifier (when url is empty)."""
     token: str | None = None
     """Bearer token for the verifier."""
-    timeout_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(Connection.timeout_s, gt=0)
     """Per-request timeout."""
-    retries: int = Field(3, ge=0)
+    retries: int = Field(Connection.retries, ge=0)
     """Re-sends of an item after an infrastructure failure, counted once per item, across HTTP and
     service-side failures (an item is sent at most 1 + retries times), then charged to the policy:
     trained as a failure (reward 0), never left out."""
@@ -237,6 +238,10 @@ class VerifierConfig(_Section):
     verifier, not the policy, is failing. 1.0 never stops."""
 
     _url_list = field_validator("url", mode="before")(_as_list)
+
+    def connection(self) -> Connection:
+        """These settings as the clients take them (the other fields keep ``Connection``'s defaults)."""
+        return Connection(token=self.token, timeout_s=self.timeout_s, retries=self.retries)
 
     @model_validator(mode="before")
     @classmethod

@@ -6,6 +6,9 @@ evaluators, integrations) speaks it, and it imports nothing of mucode.
   ``sandbox_error``) say "the verifier could not decide": re-sent by the client, and when they
   persist after the retries, *charged* to the program (reward 0.0, ``details["charged"]``): trained
   and counted as a failure, never left out, so that making the verifier fail never pays.
+- ``Connection``: how a client reaches a verifier (token, timeouts, retries, batching): the one
+  place these defaults live, for the trainer's ``verifier.*`` keys, the evaluators'
+  ``VerifierOptions``, the TRL and verl adapters and ``VerifierClient``.
 - ``Item`` (one response to score) and ``Result`` (its verdict). The HTTP bodies built from them
   (``VerifyRequest``, ``VerifyResponse``, ``ErrorResponse``) are the service's, in
   ``mucode.verifier.schemas``.
@@ -15,12 +18,13 @@ Only pydantic is imported here, so any side (the trainer, an adapter loaded by p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["INFRA_STATUSES", "SANDBOX_VERDICTS", "Item", "Result", "Status", "is_infra"]
+__all__ = ["INFRA_STATUSES", "SANDBOX_VERDICTS", "Connection", "Item", "Result", "Status", "is_infra"]
 
 
 class Status(str, Enum):
@@ -110,3 +114,27 @@ class Result(BaseModel):
                 f"Result.infra_failure needs an infrastructure status {sorted(INFRA_STATUSES)}, got {status}"
             )
         return cls(id=item_id, reward=0.0, status=status, details={"error": error})
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How a client reaches a verifier; ``VerifierClient`` documents each setting's effect."""
+
+    token: str | None = None
+    """Bearer token (``MUCODE_TOKEN`` of the service), or None."""
+    timeout_s: float = 300.0
+    """Bound of one send, connect to last byte (the service is told it too)."""
+    retries: int = 3
+    """Re-sends of an item after an infrastructure failure (an item is sent at most 1 + retries times)."""
+    retry_window_s: float = 600.0
+    """No re-send starts later than this after the call's first send."""
+    batch_size: int = 64
+    """Items per HTTP request (lower it for large items: the service caps request bytes)."""
+    max_concurrency: int = 8
+    """Requests in flight at once."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.max_concurrency < 1 or self.retries < 0 or self.retry_window_s < 0:
+            raise ValueError("batch_size and max_concurrency must be >= 1, retries and retry_window_s >= 0")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")

@@ -45,6 +45,7 @@ from mucode.eval.benchmarks import BENCHMARKS, Benchmark, get_protocol
 from mucode.eval.core import EngineSource
 from mucode.eval.judge import VerifierOptions
 from mucode.eval.report import format_table, write_report
+from mucode.protocol import Connection
 from mucode.train.export import CheckpointError, as_model_path
 
 __all__ = ["BUILTIN_COMMANDS", "Common", "benchmark_command", "register", "resolve_protocol"]
@@ -88,7 +89,9 @@ class Common:
             fail(f"{self.samples}: no such samples file — check the path given to --samples")
 
     def verifier(self) -> VerifierOptions:
-        return VerifierOptions(urls=list(self.verifier_url or []), backend=self.backend, token=self.token)
+        return VerifierOptions(
+            urls=list(self.verifier_url or []), backend=self.backend, connection=Connection(token=self.token)
+        )
 
     def cache_dir(self) -> Path | None:
         if self.no_cache:

@@ -5,7 +5,7 @@ two, its base and its plus tests). A part whose item is None was decided without
 (e.g. a response with no code block: status `no_code`). Items go to the service in chunks; each
 chunk's verdicts are appended to the run store as soon as they come back, so an interrupted run loses
 at most the chunks in flight. Items the verifier could not judge (infrastructure statuses) are
-re-sent by the session's one retry layer (`VerifierOptions.retries`: re-sends per item, counted
+re-sent by the session's one retry layer (`VerifierOptions.connection.retries`: re-sends per item, counted
 once per item, across HTTP and service-side failures), then charged: reward 0.0 with their status
 kept, counted as failures and reported (`charged` in the report), never left out.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.eval.store import RunStore, item_sha
-from mucode.protocol import Item
+from mucode.protocol import Connection, Item
 from mucode.verifier.client import Scored
 from mucode.verifier.local import local_verifier
 from mucode.verifier.session import VerifierSession
@@ -64,13 +64,8 @@ class VerifierOptions:
     """Base URLs of running verifiers; empty: start one in-process on loopback."""
     backend: str = "local"
     """Sandbox backend of the in-process verifier (`local` or `docker`)."""
-    token: str | None = None
-    timeout_s: float = 300.0
-    retries: int = 3
-    """Re-sends of an item after an infrastructure failure (counted once per item)."""
-    max_concurrency: int = 8
-    batch_size: int = 64
-    """Items per HTTP request (lower it for large items: the service caps request bytes)."""
+    connection: Connection = field(default_factory=Connection)
+    """Token, timeouts, retries (re-sends of an item after an infrastructure failure) and batching."""
     chunk_size: int = 256
     """Items per chunk between two saves of the verdict cache."""
     local_options: dict[str, Any] = field(default_factory=dict)
@@ -230,16 +225,7 @@ class StreamingJudge:
     def _start(self, programs: Sequence[str]) -> VerifierSession:
         if self._session is None:
             urls = self._stack.enter_context(verifier_base_urls(self.settings, programs))
-            s = self.settings
-            self._session = VerifierSession(
-                urls,
-                name="mucode-eval-judge",
-                token=s.token,
-                timeout_s=s.timeout_s,
-                retries=s.retries,
-                max_concurrency=s.max_concurrency,
-                batch_size=s.batch_size,
-            )
+            self._session = VerifierSession(urls, self.settings.connection, name="mucode-eval-judge")
         return self._session
 
     def _record(self, chunk: list[tuple[Part, str]], scored: Scored) -> None:

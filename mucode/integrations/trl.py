@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mucode.protocol import Item, Result, Status
+from mucode.protocol import Connection, Item, Result, Status
 from mucode.verifier.samples import to_item
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 
@@ -52,9 +52,11 @@ class VerifierReward:
         answer_column: str = "solution",
         tests_column: str = "tests",
         name: str = "mucode_verifier",
-        retries: int = 3,
+        retries: int = Connection.retries,
     ) -> None:
-        self.session = VerifierSession(url, name="mucode-trl-reward", token=token, retries=retries)
+        self.session = VerifierSession(
+            url, Connection(token=token, retries=retries), name="mucode-trl-reward"
+        )
         self.answer_column = answer_column
         self.tests_column = tests_column
         self.__name__ = name  # TRL names its reward metrics after the function's __name__

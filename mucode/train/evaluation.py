@@ -220,9 +220,7 @@ class Evaluator:
                 tokenizer,
                 data_dir=e.data_dir,
                 samples_per_problem=e.samples_per_problem,
-                verifier=VerifierOptions(
-                    urls=list(urls), token=v.token, timeout_s=v.timeout_s, retries=v.retries
-                ),
+                verifier=VerifierOptions(urls=list(urls), connection=v.connection()),
                 run_dir=out_dir,
                 limit=e.limit,
                 fingerprint={"run": str(self.run_dir), "update": update},

@@ -64,9 +64,7 @@ def open_verifier(cfg: MucodeConfig) -> Iterator[Verifier]:
     with verifier_urls(v.url, v.backend) as urls:
         if not v.url:
             check_verifiers(urls)  # the configured ones were checked before the run started
-        pipeline = VerifyPipeline(
-            urls, token=v.token, timeout_s=v.timeout_s, retries=v.retries
-        )  # every rank verifies what it generates
+        pipeline = VerifyPipeline(urls, connection=v.connection())  # every rank verifies what it generates
         try:
             yield Verifier(pipeline, urls)
         finally:

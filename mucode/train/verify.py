@@ -29,6 +29,7 @@ The trainer reaches the verifier only through this session; with no URL configur
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -36,7 +37,7 @@ from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from mucode.protocol import Item, Status
+from mucode.protocol import Connection, Item, Status
 from mucode.verifier.client import Scored
 from mucode.verifier.session import VerifierSession
 from mucode.verifier.spawn import spawned_verifier
@@ -98,11 +99,14 @@ class VerifyPipeline:
         max_pending: int = 256,
         coalesce_items: int = 256,
         max_requests: int = 4,
+        connection: Connection | None = None,
         **client_options: Any,
     ) -> None:
-        client_options.setdefault("max_concurrency", 32)
-        client_options.setdefault("batch_size", max(64, coalesce_items))
-        self.session = VerifierSession(urls, name="mucode-verify", **client_options)
+        # the trainer's traffic: many groups in flight, requests of a coalesced chunk each
+        wide = dataclasses.replace(
+            connection or Connection(), max_concurrency=32, batch_size=max(64, coalesce_items)
+        )
+        self.session = VerifierSession(urls, wide, name="mucode-verify", **client_options)
         self.max_pending = max_pending
         self.coalesce_items = coalesce_items
         self.max_requests = max(1, max_requests)

@@ -38,6 +38,7 @@ event loop); this class is async only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import os
@@ -50,7 +51,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from mucode.protocol import Item, Result, Status
+from mucode.protocol import Connection, Item, Result, Status
 from mucode.verifier.batching import (
     Batch,
     Prepared,
@@ -188,39 +189,37 @@ class VerifierClient:
     def __init__(
         self,
         base_urls: str | list[str],
+        connection: Connection | None = None,
         *,
-        token: str | None = None,
-        timeout_s: float = 300,
-        retries: int = 3,
-        retry_window_s: float = 600.0,
-        batch_size: int = 64,
-        max_concurrency: int = 8,
         backoff_s: float = 0.5,
         max_backoff_s: float = 10.0,
         max_request_bytes: int | None = None,
+        **settings: Any,
     ) -> None:
-        """``timeout_s`` bounds each send (connect to last byte); ``retries`` is how many times an item is
-        sent again after an infrastructure failure; ``retry_window_s`` bounds, from the call's first
-        send, when a re-send may still start; ``max_request_bytes`` caps each body (None:
-        ``MUCODE_MAX_REQUEST_BYTES`` if set, else the service's default cap)."""
+        """``connection`` (:class:`mucode.protocol.Connection`, defaults there) with ``settings`` (its
+        fields, e.g. ``retries=0``) replaced: ``timeout_s`` bounds each send (connect to last byte);
+        ``retries`` is how many times an item is sent again after an infrastructure failure;
+        ``retry_window_s`` bounds, from the call's first send, when a re-send may still start.
+        ``max_request_bytes`` caps each body (None: ``MUCODE_MAX_REQUEST_BYTES`` if set, else the
+        service's default cap)."""
+        c = dataclasses.replace(connection or Connection(), **settings)
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         urls = [u.strip() for url in urls for u in url.split(",") if u.strip()]
         if not urls:
             raise ValueError("VerifierClient needs at least one base URL, e.g. 'http://127.0.0.1:8000'")
         self.base_urls = [(u if "://" in u else f"http://{u}").rstrip("/") for u in urls]
-        if batch_size < 1 or max_concurrency < 1 or retries < 0 or retry_window_s < 0:
-            raise ValueError("batch_size and max_concurrency must be >= 1, retries and retry_window_s >= 0")
         self.max_request_bytes = (
             max_request_bytes if max_request_bytes is not None else _default_max_request_bytes()
         )
-        if self.max_request_bytes < 1024 or timeout_s <= 0:
-            raise ValueError("max_request_bytes must be >= 1024 and timeout_s > 0")
-        self.token = token
-        self.timeout_s = timeout_s
-        self.retries = retries
-        self.retry_window_s = retry_window_s
-        self.batch_size = batch_size
-        self.max_concurrency = max_concurrency
+        if self.max_request_bytes < 1024:
+            raise ValueError("max_request_bytes must be >= 1024")
+        self.connection = c
+        self.token = c.token
+        self.timeout_s = c.timeout_s
+        self.retries = c.retries
+        self.retry_window_s = c.retry_window_s
+        self.batch_size = c.batch_size
+        self.max_concurrency = c.max_concurrency
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.stats = SendStats()

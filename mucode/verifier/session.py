@@ -24,7 +24,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from mucode.protocol import Item, Result
+from mucode.protocol import Connection, Item, Result
 from mucode.verifier.client import Scored, SendStats, VerifierClient
 
 __all__ = ["VerifierSession", "VerifierUnavailableError", "require_verdicts"]
@@ -80,9 +80,14 @@ class VerifierSession:
     when it is garbage collected, or at interpreter exit."""
 
     def __init__(
-        self, urls: str | list[str], *, name: str = "mucode-verifier", **client_options: Any
+        self,
+        urls: str | list[str],
+        connection: Connection | None = None,
+        *,
+        name: str = "mucode-verifier",
+        **client_options: Any,
     ) -> None:
-        self.client = VerifierClient(urls, **client_options)
+        self.client = VerifierClient(urls, connection, **client_options)
         self._thread = _LoopThread(name)
         self._closer = weakref.finalize(self, self._thread.stop, self.client)
 

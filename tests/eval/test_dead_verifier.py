@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mucode.eval.judge import Part, VerifierOptions, judge_parts
 from mucode.eval.store import INFRA_STATUSES, RunStore
+from mucode.protocol import Connection
 
 
 def test_a_dead_verifier_verifies_nothing(tmp_path: Path) -> None:
@@ -23,7 +24,7 @@ def test_a_dead_verifier_verifies_nothing(tmp_path: Path) -> None:
     verdicts = judge_parts(
         [Part("p", i, "main", item) for i, item in enumerate(items)],
         store,
-        VerifierOptions(urls=[url], retries=0, timeout_s=5.0),
+        VerifierOptions(urls=[url], connection=Connection(retries=0, timeout_s=5.0)),
         progress=said.append,
     )
     assert all(v["status"] in INFRA_STATUSES and v["reward"] is None for v in verdicts.values())

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import pytest
 
-from mucode.protocol import Item, Result, Status
+from mucode.protocol import Connection, Item, Result, Status
 from mucode.rewards.registry import ProgramRegistry
 from mucode.verifier.client import VerifierClient, VerifierRequestError
 from mucode.verifier.core import Verifier
@@ -204,7 +204,7 @@ def test_the_trainer_and_the_evaluators_send_a_crashing_item_1_plus_n_times_too(
         "spec": {"status": "sandbox_error"},
     }
     fine = {"id": f"fine-train-{retries}", "program": "counting", "response": "x"}
-    with VerifyPipeline([url], retries=retries, backoff_s=0.01) as pipeline:
+    with VerifyPipeline([url], connection=Connection(retries=retries), backoff_s=0.01) as pipeline:
         pipeline.submit("group", [crash, fine])
         (group,) = list(pipeline.drain())
     assert program.calls[crash["id"]] == 1 + retries and program.calls[fine["id"]] == 1
@@ -221,7 +221,9 @@ def test_the_trainer_and_the_evaluators_send_a_crashing_item_1_plus_n_times_too(
         ),
         Part(f"fine-eval-{retries}", 0, "only", {"program": "counting", "response": "y"}),
     ]
-    verdicts = judge_parts(parts, RunStore(None, {}), VerifierOptions(urls=[url], retries=retries))
+    verdicts = judge_parts(
+        parts, RunStore(None, {}), VerifierOptions(urls=[url], connection=Connection(retries=retries))
+    )
     sent = {
         item_id: n for item_id, n in program.calls.items() if str(item_id).endswith(f"-eval-{retries}#0#only")
     }

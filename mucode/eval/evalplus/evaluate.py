@@ -348,7 +348,10 @@ def evaluate_evalplus(
     report: dict[str, dict[str, Any]] = {}
     with verifier_session(verifier, ["code"]) as session:
         # an item carries all inputs and expected outputs of a task (up to megabytes for HumanEval+)
-        session = dataclasses.replace(session, batch_size=min(session.batch_size, EVALPLUS_BATCH_SIZE))
+        small = dataclasses.replace(
+            session.connection, batch_size=min(session.connection.batch_size, EVALPLUS_BATCH_SIZE)
+        )
+        session = dataclasses.replace(session, connection=small)
         for dataset in datasets:
             report.update(
                 _evaluate_one(

@@ -24,7 +24,7 @@ import os
 import threading
 from typing import Any
 
-from mucode.protocol import Result, Status
+from mucode.protocol import Connection, Result, Status
 from mucode.verifier.samples import to_item
 from mucode.verifier.session import VerifierSession, VerifierUnavailableError
 
@@ -45,7 +45,7 @@ def _session(extra_info: dict[str, Any] | None) -> VerifierSession:
     key = (str(url), token)
     with _lock:
         if key not in _sessions:
-            _sessions[key] = VerifierSession(str(url), name="mucode-verl-reward", token=token)
+            _sessions[key] = VerifierSession(str(url), Connection(token=token), name="mucode-verl-reward")
         return _sessions[key]
 
 
