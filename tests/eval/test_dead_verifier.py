@@ -27,7 +27,8 @@ def test_a_dead_verifier_verifies_nothing(tmp_path: Path) -> None:
         VerifierOptions(urls=[url], connection=Connection(retries=0, timeout_s=5.0)),
         progress=said.append,
     )
-    assert all(v["status"] in INFRA_STATUSES and v["reward"] is None for v in verdicts.values())
+    # charged: a failure (reward 0), its status kept, never counted as verified
+    assert all(v["status"] in INFRA_STATUSES and v["reward"] == 0.0 for v in verdicts.values())
     lines = [line for line in said if line.startswith("verified")]
     assert lines and all(line.startswith("verified 0/2 items") for line in lines), said
     assert "2 could not be verified" in lines[-1] and "Connect" in lines[-1], lines[-1]

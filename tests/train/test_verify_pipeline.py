@@ -42,7 +42,7 @@ def test_groups_coalesce_and_come_back_per_group_in_order(url: str) -> None:
     assert pipeline.requests < 30  # one request in flight at a time: the groups behind it travel together
 
 
-def test_a_refused_group_masks_only_itself(url: str) -> None:
+def test_a_refused_group_is_charged_alone(url: str) -> None:
     big = [
         {"id": "big", "program": "math", "response": "x" * 40_000, "spec": {"answer": "1"}}
     ]  # over the cap
@@ -52,6 +52,8 @@ def test_a_refused_group_masks_only_itself(url: str) -> None:
         pipeline.submit(2, _group(2))
         groups = list(pipeline.drain())
     assert [v.key for v in groups] == [0, 1, 2]
-    assert groups[1].masked == [True] and "RequestTooLargeError" in groups[1].errors[0]
-    assert not any(groups[0].masked) and not any(groups[2].masked)
+    # refused (4xx): charged to the policy as a failure, the neighbours in the same request untouched
+    assert groups[1].charged == [True] and groups[1].rewards == [0.0] and not any(groups[1].masked)
+    assert "RequestTooLargeError" in groups[1].errors[0]
+    assert not any(groups[0].charged) and not any(groups[2].charged)
     assert groups[2].statuses == ["correct", "wrong_answer"] * 2
