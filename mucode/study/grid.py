@@ -64,7 +64,7 @@ class Study:
 
 
 def _scope(scope: str) -> Variant:
-    return Variant(f"[0,5] {scope}", "mu_grpo", (f"algo.params.veto_scope={scope}",))
+    return Variant(f"veto={scope}", "mu_grpo", (f"algo.params.veto_scope={scope}",))
 
 
 VETO_SCOPES = Study(
@@ -72,7 +72,7 @@ VETO_SCOPES = Study(
     "GRPO μ=4, GRPO clip 0.2 at μ=256, clip [0,5] with each veto scope (paper findings a, c, d)",
     (
         Variant("GRPO mu=4", "grpo_mu4", mu=4),
-        Variant("GRPO clip 0.2", "grpo_mu1024"),
+        Variant("GRPO clip=0.2", "grpo_mu1024"),
         *(_scope(s) for s in ("none", "trigger", "suffix", "nontrigger_suffix", "sequence")),
     ),
     findings=("a", "c", "d"),
