@@ -25,6 +25,10 @@ def study(
     report_only: Annotated[
         bool, typer.Option(help="Only (re)write the report from the runs there are.")
     ] = False,
+    base_steps: Annotated[
+        int,
+        typer.Option(help="Supervised steps of each seed's base (fewer: a weaker base, for quick checks)."),
+    ] = 600,
 ) -> None:
     """Run a study's grid (resumable: finished runs are skipped) and write report.md, report.json, reward.png."""
     from mucode.study.run import run_study  # lazy: torch
@@ -39,6 +43,7 @@ def study(
             variants=[v.strip() for v in variants.split(",")] if variants else None,
             heldout_every=heldout_every,
             report_only=report_only,
+            base_steps=base_steps,
             say=typer.echo,
         )
     except (KeyError, ValueError) as err:

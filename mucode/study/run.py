@@ -32,6 +32,7 @@ def run_study(
     variants: list[str] | None = None,
     heldout_every: int = 16,
     report_only: bool = False,
+    base_steps: int = 600,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run study ``name`` (``seeds`` seeds per variant, ``jobs`` runs at once) under ``root`` (default
@@ -40,7 +41,15 @@ def run_study(
     if seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {seeds}")
     root = root or Path("runs") / "study" / name
-    specs = grid(study, root, seeds, updates=updates, variants=variants, heldout_every=heldout_every)
+    specs = grid(
+        study,
+        root,
+        seeds,
+        updates=updates,
+        variants=variants,
+        heldout_every=heldout_every,
+        base_steps=base_steps,
+    )
     failed: list[dict[str, Any]] = []
     if not report_only:
         jobs = jobs or default_jobs()

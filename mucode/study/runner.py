@@ -43,6 +43,8 @@ class RunSpec:
     cache: str
     heldout_every: int
     heldout_samples: int
+    base_steps: int = 600
+    """Supervised steps of the seed's base (``BaseRecipe.steps``; fewer: a weaker base, for quick checks)."""
 
     @property
     def path(self) -> Path:
@@ -78,6 +80,7 @@ def grid(
     variants: list[str] | None = None,
     heldout_every: int = 16,
     heldout_samples: int = 4,
+    base_steps: int = 600,
 ) -> list[RunSpec]:
     """The study's runs: every (selected) variant × seeds 0 … seeds-1, in that order."""
     chosen = [v for v in study.variants if variants is None or v.name in variants or slug(v.name) in variants]
@@ -100,6 +103,7 @@ def grid(
                     cache=str(root / "bases"),
                     heldout_every=heldout_every,
                     heldout_samples=heldout_samples,
+                    base_steps=base_steps,
                 )
             )
     return specs
@@ -130,9 +134,9 @@ def run_grid(specs: list[RunSpec], jobs: int, say: Callable[[str], None] = print
     skipped = len(specs) - len(todo)
     if skipped:
         say(f"{skipped} of {len(specs)} runs already finished: skipped")
-    seeds = sorted({(s.cache, s.seed) for s in todo})
+    seeds = sorted({(s.cache, s.seed, s.base_steps) for s in todo})
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(lambda cs: _build_base(*cs), seeds))
+        list(pool.map(lambda base: _build_base(*base), seeds))
         outcomes = []
         for outcome in pool.map(_launch, todo):
             mark = "done" if outcome["ok"] else "FAILED: " + " | ".join(outcome["tail"][-2:])
@@ -141,9 +145,9 @@ def run_grid(specs: list[RunSpec], jobs: int, say: Callable[[str], None] = print
     return outcomes
 
 
-def _build_base(cache: str, seed: int) -> None:
+def _build_base(cache: str, seed: int, steps: int) -> None:
     """The seed's base, built in a worker process (torch is not imported in the study's own process)."""
     subprocess.check_call(
-        [sys.executable, "-m", "mucode.study.worker", "--base", cache, str(seed)],
+        [sys.executable, "-m", "mucode.study.worker", "--base", cache, str(seed), str(steps)],
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
