@@ -48,10 +48,10 @@ class InProcessPipeline:
         if program is None:
             raise KeyError(f"no in-process reward program {item.program!r}; have {sorted(self.programs)}")
         if hasattr(program, "score_now"):
-            return program.score_now(item)  # type: ignore[no-any-return]
+            return program.score_now(item)
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(program.score(item, RewardContext()))  # type: ignore[no-any-return]
+        return self._loop.run_until_complete(program.score(item, RewardContext()))
 
     def submit(self, key: Any, items: Sequence[Item | Mapping[str, Any]], payload: Any = None) -> None:
         start = time.perf_counter()
