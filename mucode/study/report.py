@@ -203,8 +203,10 @@ def findings(stats: list[VariantStats]) -> list[str]:
             out.append(f"(c) {name}: not run")
     if {"veto=sequence", "veto=none"} <= set(by):
         (ms, ss), (mn, sn) = by["veto=sequence"].stat("final"), by["veto=none"].stat("final")
+        seeds = min(len(by["veto=sequence"].runs), len(by["veto=none"].runs))
         out.append(f"(c) sequence veto's final reward above no-veto's by more than their spread "
-                   f"({ms:.2f} ± {ss:.2f} vs {mn:.2f} ± {sn:.2f}): {verdict(ms - mn > ss + sn)}")  # fmt: skip
+                   f"({ms:.2f} ± {ss:.2f} vs {mn:.2f} ± {sn:.2f}): "
+                   + (verdict(ms - mn > ss + sn) if seeds > 1 else "undecided (one seed has no spread)"))  # fmt: skip
     else:
         out.append("(c) sequence vs none: not run")
     if "veto=sequence" in by and len(by["veto=sequence"].veto_by_stage()) > 1:

@@ -52,4 +52,6 @@ def test_findings_say_held_and_did_not_hold_with_numbers() -> None:
     assert "veto=trigger collapses in most seeds (0/2): did NOT hold" in lines[2]
     assert lines[3].endswith(": held") and "0.95 ± 0.07 vs 0.05 ± 0.07" in lines[3]
     assert "(0.200 vs 0.013" in lines[4] and lines[4].endswith(": held")
+    one_seed = [_variant("veto=none", [[0.3, 0.9, 0.9]]), _variant("veto=sequence", [[0.3, 0.9, 1.0]])]
+    assert findings(one_seed)[3].endswith(": undecided (one seed has no spread)")
     assert findings(stats[2:3])[0] == "(a) not run (needs 'GRPO mu=4' and 'GRPO clip=0.2')"
