@@ -61,6 +61,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "sandbox",
     },
     "integrations": {"ground", "algo", "data", "assets", "config", "verifier", "rewards", "sandbox"},
+    "study": {"ground", "algo", "data", "assets", "rollout", "config", "verifier", "rewards", "sandbox", "train"},
     "cli": {
         "ground",
         "algo",
@@ -74,6 +75,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "sandbox",
         "train",
         "integrations",
+        "study",
         "executor",
     },
 }

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from mucode import logs
-from mucode.cli import config, serve, train, verl
+from mucode.cli import config, serve, study, train, verl
 from mucode.cli import eval as evaluate
 from mucode.cli.options import OneLineUsageErrors
 
@@ -70,7 +70,7 @@ def get_app() -> typer.Typer:
     """The full CLI (every command registered once)."""
     global _registered
     if not _registered:
-        for module in (train, evaluate, serve, verl, config):
+        for module in (train, evaluate, serve, verl, config, study):
             module.register(app)
         _registered = True
     return app

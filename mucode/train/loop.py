@@ -77,14 +77,18 @@ def run_training(
     verifier: Verifier | None = None,
     engine_factory: EngineFactory | None = None,
     on_update: UpdateHook = _no_hook,
+    update_hook: Callable[[TrainingRun], UpdateHook] | None = None,
 ) -> RunResult:
     """Run (or resume) the staged trainer described by ``cfg``; returns where its outputs are.
 
     ``verifier``: score through it (the caller closes it; default :func:`open_verifier`); ``engine_factory``:
-    the engine of each stage (default: ``rollout.engine``); ``on_update``: see :data:`UpdateHook`."""
+    the engine of each stage (default: ``rollout.engine``); ``on_update``: see :data:`UpdateHook`;
+    ``update_hook``: builds one from the prepared run (its model, its output), used instead."""
     run = prepare_run(
         cfg, init_distributed(cfg.train.device), resume=resume, records=records, engine_factory=engine_factory
     )
+    if update_hook is not None:
+        on_update = update_hook(run)
     with contextlib.ExitStack() as stack:
         stack.callback(run.close)
         verify = verifier if verifier is not None else stack.enter_context(open_verifier(cfg))
