@@ -31,6 +31,7 @@ from mucode.config_algo import (
     objective_param_keys,
 )
 from mucode.config_algo import nest_params as _nest_params
+from mucode.config_methods import ComposeConfig, ReferenceConfig, SamplingConfig
 
 __all__ = [
     "STORE_KEYS",
@@ -158,6 +159,19 @@ class BatchConfig(_Section):
     """Stages (generate once, then μ updates) in the run."""
     micro_batch_tokens: int = Field(16384, ge=1)
     """Token budget of one forward/backward micro-batch; gradients accumulate over the minibatch."""
+    update_epochs: int = Field(1, ge=1)
+    """Passes over each stage's rollouts: a stage samples B_mini · μ / update_epochs prompts (AGPO: 4)."""
+
+    @model_validator(mode="after")
+    def _epochs_divide(self) -> BatchConfig:
+        if self.updates_per_stage % self.update_epochs:
+            raise ValueError(f"batch.updates_per_stage={self.updates_per_stage} must be a multiple of "
+                             f"batch.update_epochs={self.update_epochs}")
+        return self
+
+    def prompts_per_stage(self) -> int:
+        """B_train: prompts sampled per stage (B_mini · μ / update_epochs)."""
+        return self.prompts_per_update * self.updates_per_stage // self.update_epochs
 
 
 class OptimConfig(_Section):
@@ -288,6 +302,9 @@ class MucodeConfig(_Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    compose: ComposeConfig = Field(default_factory=ComposeConfig)
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -434,6 +451,7 @@ STORE_KEYS: tuple[str, ...] = (
     "model.path", "data", "batch.samples_per_prompt", "batch.prompts_per_update", "batch.updates_per_stage",
     "rollout.temperature", "rollout.top_p", "rollout.top_k", "rollout.max_response_tokens", "rollout.seed",
     "algo.adv_std", "algo.adv_eps", "algo.recompute_behaviour_logprobs", "train.seed", "train.groups_per_shard",
+    "batch.update_epochs", "sampling",
 )
 """Keys that shape a run's stage stores or their reading order (a section name covers all its keys):
 a resume must keep them (`batch.num_stages` may grow; everything else may change)."""
@@ -469,7 +487,7 @@ def store_key_changes(saved: dict[str, Any], cfg: MucodeConfig) -> list[str]:
 def batch_plan(cfg: MucodeConfig) -> dict[str, int]:
     """Derived sizes of a run, computed in one place and printed before any work starts."""
     b = cfg.batch
-    prompts_per_stage = b.prompts_per_update * b.updates_per_stage
+    prompts_per_stage = b.prompts_per_stage()
     return {
         "samples_per_prompt (G)": b.samples_per_prompt,
         "prompts_per_update (B_mini)": b.prompts_per_update,

@@ -88,18 +88,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mucode.algo.advantages import group_advantages
+    from mucode.algo.aggregation import loss_denominator
     from mucode.algo.agpo import AGPO, AGPOParams
+    from mucode.algo.catalog import OBJECTIVES, get_objective, objective_names, register_objective
     from mucode.algo.conspo import CONSPO, ConSPOParams, conspo_margin
     from mucode.algo.groups import group_token_scale, zero_variance_rows
-    from mucode.algo.offpolicy_grpo import OFFPOLICY_GRPO, OffPolicyGRPOParams
-    from mucode.algo.aggregation import loss_denominator
-    from mucode.algo.catalog import OBJECTIVES, get_objective, objective_names, register_objective
     from mucode.algo.grpo import GRPO, GRPOParams
     from mucode.algo.m2po import M2PO, M2POParams, m2po_candidates, m2po_greedy_keep, m2po_water_level
     from mucode.algo.metrics import METRICS, MetricSpec, Reduce, reduce_metrics
     from mucode.algo.modes import KLEstimator, LossAggregation, M2POMode, StdEstimator, VetoScope
     from mucode.algo.mu_grpo import MU_GRPO, MuGRPOParams, veto_mask
     from mucode.algo.objective import LossInputs, Objective, ObjectiveParams
+    from mucode.algo.offpolicy_grpo import OFFPOLICY_GRPO, OffPolicyGRPOParams
     from mucode.algo.ratios import log_ratio, ratio
     from mucode.registry import DuplicateNameError, Registry, UnknownNameError
 

@@ -83,7 +83,7 @@ def skewness(rewards: Sequence[float]) -> float:
         return 0.0
     m3 = sum((v - mean) ** 3 for v in x) / n
     g1 = m3 / m2**1.5
-    return max(-10.0, min(10.0, g1 * math.sqrt(n * (n - 1)) / (n - 2)))
+    return float(max(-10.0, min(10.0, g1 * math.sqrt(n * (n - 1)) / (n - 2))))
 
 
 _BOXED = re.compile(r"\\boxed\s*\{")
@@ -112,7 +112,7 @@ def answer_key(text: str) -> str:
         return text.rsplit("####", 1)[1].strip()
     numbers = _NUMBER.findall(text)
     if numbers:
-        return numbers[-1]
+        return str(numbers[-1])
     return " ".join(text.lower().split())
 
 

@@ -19,8 +19,8 @@ from mucode.algo.conspo import CONSPO
 from mucode.algo.grpo import GRPO
 from mucode.algo.m2po import M2PO
 from mucode.algo.mu_grpo import MU_GRPO
-from mucode.algo.offpolicy_grpo import OFFPOLICY_GRPO
 from mucode.algo.objective import Objective
+from mucode.algo.offpolicy_grpo import OFFPOLICY_GRPO
 from mucode.registry import Registry
 
 __all__ = ["ENTRY_POINT_GROUP", "OBJECTIVES", "get_objective", "objective_names", "register_objective"]

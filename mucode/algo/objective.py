@@ -210,7 +210,7 @@ class Objective(Generic[P]):
                 entropy,
                 params.max_abs_log_ratio,
             )
-            inputs = replace(inputs, **counts)
+            inputs = replace(inputs, tokens=counts["tokens"], responses=counts["responses"])
         if prepared is not None:
             self._check_prepared(prepared, inputs.mask.shape[0])
         loss = self.loss_fn(inputs, params, prepared, buf)

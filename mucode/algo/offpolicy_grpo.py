@@ -36,6 +36,6 @@ class OffPolicyGRPOParams(GRPOParams):
 OFFPOLICY_GRPO: Objective[OffPolicyGRPOParams] = Objective(
     name="offpolicy_grpo",
     params_type=OffPolicyGRPOParams,
-    loss_fn=_grpo_loss,  # type: ignore[arg-type]  # the subclass's extra defaults are read by the wrapper
+    loss_fn=_grpo_loss,
     summary="off-policy GRPO: PPO-clip 0.2 to the sampler, zero-variance masking, k3 KL to a reset reference",
 )

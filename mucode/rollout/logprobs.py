@@ -21,12 +21,25 @@ import torch
 from torch import Tensor
 
 
-def _scale(logits: Tensor, temperature: float) -> Tensor:
+def _scale(logits: Tensor, temperature: float | Tensor) -> Tensor:
     scaled = logits.float()
+    if isinstance(temperature, Tensor):  # one temperature per row, [B] broadcast over [B, ..., V]
+        t = temperature.to(scaled.device, torch.float32).reshape(-1, *([1] * (scaled.dim() - 1)))
+        return scaled / torch.where(t > 0, t, torch.ones_like(t))
     return scaled / temperature if temperature > 0 else scaled
 
 
-def token_logprobs(logits: Tensor, targets: Tensor, temperature: float) -> Tensor:
+def _temperatures(temperature: float | Sequence[float]) -> float | Tensor:
+    """A scalar stays a scalar; per-row temperatures become a [B] tensor (equal ones a scalar)."""
+    if isinstance(temperature, int | float):
+        return float(temperature)
+    values = [float(t) for t in temperature]
+    if len(set(values)) <= 1:
+        return values[0] if values else 1.0
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def token_logprobs(logits: Tensor, targets: Tensor, temperature: float | Tensor) -> Tensor:
     """Log-prob of ``targets`` under ``softmax(logits / T)``.
 
     Shapes: logits ``[..., V]``, targets ``[...]`` (int64) -> ``[...]`` float32. Differentiable.
@@ -36,7 +49,7 @@ def token_logprobs(logits: Tensor, targets: Tensor, temperature: float) -> Tenso
     return picked - torch.logsumexp(scaled, dim=-1)
 
 
-def token_entropy(logits: Tensor, temperature: float) -> Tensor:
+def token_entropy(logits: Tensor, temperature: float | Tensor) -> Tensor:
     """Entropy of ``softmax(logits / T)``: ``[..., V] -> [...]`` float32."""
     logp = torch.log_softmax(_scale(logits, temperature), dim=-1)
     return -(logp.exp() * logp).sum(-1)
@@ -70,12 +83,14 @@ def response_logprobs(
     model: Any,
     prompts: Sequence[Sequence[int]],
     responses: Sequence[Sequence[int]],
-    temperature: float,
+    temperature: float | Sequence[float],
     *,
     pad_token_id: int = 0,
     with_entropy: bool = False,
 ) -> ResponseLogprobs:
     """Log-probs of each response token given its prompt, in one forward pass (with gradient).
+
+    ``temperature`` is one value, or one per response (a response sampled at its own temperature).
 
     Layout (as the engines decode): prompts left-padded to a common length P, responses
     right-padded to R, position ids counted over real tokens only. Only the logits of the response
@@ -85,6 +100,9 @@ def response_logprobs(
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
+    temps = _temperatures(temperature)
+    if isinstance(temps, Tensor) and temps.numel() != len(prompts):
+        raise ValueError(f"{temps.numel()} temperatures for {len(prompts)} responses")
     device = next(model.parameters()).device
     batch = len(prompts)
     width_p = max(len(p) for p in prompts)
@@ -110,8 +128,8 @@ def response_logprobs(
     logits = logits[:, -(width_r + 1) : -1, :]
     targets = ids[:, width_p:]
     mask = attention[:, width_p:].bool()
-    logprobs = token_logprobs(logits, targets, temperature).masked_fill(~mask, 0.0)
-    entropy = token_entropy(logits, temperature).masked_fill(~mask, 0.0) if with_entropy else None
+    logprobs = token_logprobs(logits, targets, temps).masked_fill(~mask, 0.0)
+    entropy = token_entropy(logits, temps).masked_fill(~mask, 0.0) if with_entropy else None
     return ResponseLogprobs(logprobs=logprobs, mask=mask, entropy=entropy)
 
 

@@ -12,6 +12,10 @@ gradient accumulation with the minibatch's explicit denominator, grad clipping, 
   the budget (tested).
 - Objectives that need a minibatch-wide pass (M2PO's masking) get it: a no-grad forward over the
   whole minibatch first, then ``objective.prepare`` and row slices per micro-batch.
+- The batch composer (``compose``) makes each update's groups from the store's minibatch (replay);
+  objectives that read groups get whole groups per micro-batch with their rewards and per-row data
+  (:mod:`mucode.train.batch_inputs`), the reference policy's log-probs when ``kl_coef`` > 0
+  (:mod:`mucode.train.reference`), the training progress, and the state they keep across updates.
 - Mixed precision (``model.dtype`` narrower than ``model.master_dtype``): forwards and backwards run
   under ``torch.autocast`` unless FSDP's ``MixedPrecision`` already casts (``mucode.train.precision``);
   gradients, master weights and AdamW state stay float32.
@@ -22,6 +26,7 @@ gradient accumulation with the minibatch's explicit denominator, grad clipping, 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -30,11 +35,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from mucode.algo import get_objective, loss_denominator
+from mucode.algo import get_objective
 from mucode.algo.metrics import reduce_metrics
 from mucode.config import MucodeConfig, OptimConfig
 from mucode.rollout.logprobs import response_logprobs
+from mucode.train.batch_inputs import pack_group_micro_batches, row_inputs, temperatures
 from mucode.train.distributed import DistInfo, is_fsdp, unwrap
+from mucode.train.method_parts import build_method_parts
 from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
@@ -105,30 +112,78 @@ class Updater:
         precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         # FSDP's MixedPrecision casts the parameters itself; elsewhere autocast gives the same split
         self.precision = Precision() if self.fsdp else precision
+        self.composer, self.reference, self.state = build_method_parts(cfg, model, info, self.precision, pad_token_id)
 
-    def _forward(self, samples: Sequence[StoredSample], with_entropy: bool) -> Any:
+    def _forward(self, samples: Sequence[StoredSample], with_entropy: bool,
+                 temps: Sequence[float] | None = None) -> Any:
         with self.precision.autocast(self.info.device):
             return response_logprobs(self.model, [s.prompt_tokens for s in samples],
-                                     [s.response_tokens for s in samples], self.temperature,
+                                     [s.response_tokens for s in samples],
+                                     self.temperature if temps is None else temps,
                                      pad_token_id=self.pad_token_id, with_entropy=with_entropy)
 
-    def step(self, groups: list[StoredGroup]) -> dict[str, float]:
+    def begin_stage(self, stage: int) -> None:
+        """Called once at the start of each stage's updates: resets π_ref when ``reference`` says so."""
+        if self.reference is not None:
+            self.reference.begin_stage(stage, self.model)
+
+    def step(self, groups: list[StoredGroup], *, update: int = 0, progress: float = 0.0) -> dict[str, float]:
+        """One update on the composed minibatch of ``groups`` (``update``: global update number before this
+        one; ``progress``: update / total updates, for objectives with schedules)."""
         info = self.info
+        groups, composed = self.composer.compose(groups, update)
         all_samples = [s for g in groups for s in g.samples]
         usable = [s for s in all_samples if not s.masked and s.response_tokens]
-        mine_groups = groups[info.rank :: info.world_size]
-        mine = [s for g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
+        group_of = [gi for gi, g in enumerate(groups) for s in g.samples if not s.masked and s.response_tokens]
+        mine_groups = [(gi, g) for gi, g in enumerate(groups)][info.rank :: info.world_size]
+        mine_of = [gi for gi, g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
+        mine = [s for _, g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
         lengths = [len(s.response_tokens) for s in usable]
         full_mask = torch.zeros((len(usable), max(lengths, default=1)), dtype=torch.bool)
         for i, n in enumerate(lengths):
             full_mask[i, :n] = True
-        denominator = (loss_denominator(full_mask, self.params.aggregation, norm_length=self.params.norm_length)
-                       if usable else 0.0)
+        grouped = self.objective.needs_groups(self.params)
+        extra = row_inputs(usable, group_of, self.temperature, "cpu") if grouped else {}
+        denominator = (self.objective.denominator(full_mask, self.params, groups=extra.get("groups"),  # type: ignore[arg-type]
+                                                  rewards=extra.get("rewards")) if usable else 0.0)  # type: ignore[arg-type]
 
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        parts: list[dict[str, float]] = []
-        micro = pack_micro_batches(mine, self.budget) if mine else []
+        micro = (pack_group_micro_batches(mine, mine_of, self.budget) if grouped
+                 else pack_micro_batches(mine, self.budget)) if mine else []
+        with self.reference.on_device() if self.reference is not None else contextlib.nullcontext():
+            parts, n_micro_all = self._accumulate(mine, mine_of, micro, denominator, grouped, progress)
+        grad_norm = self._clip()
+        self.optimizer.step()
+        self.scheduler.step()
+
+        if info.enabled:
+            gathered: list[list[dict[str, float]]] = [[] for _ in range(info.world_size)]
+            dist.all_gather_object(gathered, parts)
+            parts = [p for rank_parts in gathered for p in rank_parts]
+        metrics = reduce_metrics(parts) if parts else {}
+        if self.objective.state_fn is not None:
+            self.state = self.objective.state_fn(self.state, metrics, self.params)
+        fresh = [g for g in groups if not g.replayed]
+        rewards = [s.reward for g in fresh for s in g.samples if not s.masked and s.response_tokens]
+        metrics.update(composed)
+        metrics.update({
+            "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
+            "reward/frac_groups_all_equal": sum(
+                len({s.reward for s in g.samples if not s.masked}) <= 1 for g in fresh) / max(1, len(fresh)),
+            "batch/responses": len(usable),
+            "batch/masked_responses": len(all_samples) - len(usable),
+            "batch/micro_batches": n_micro_all,
+            "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
+            "optim/grad_norm": grad_norm,
+            "optim/lr": self.scheduler.get_last_lr()[0],
+        })
+        return metrics
+
+    def _accumulate(self, mine: list[StoredSample], mine_of: list[int], micro: list[list[int]], denominator: float,
+                    grouped: bool, progress: float) -> tuple[list[dict[str, float]], int]:
+        """Forward and backward of this rank's micro-batches (gradients accumulate); their metrics."""
+        info = self.info
         n_micro = len(micro)
         if info.enabled:
             t = torch.tensor([n_micro], dtype=torch.long, device=info.device)
@@ -140,22 +195,30 @@ class Updater:
         prepared_full = self._prepare(mine, micro) if self.objective.needs_minibatch_pass and mine else None
 
         scale = float(info.world_size) if self.fsdp else 1.0
+        parts: list[dict[str, float]] = []
         for m in range(n_micro_all):
             if m >= n_micro or denominator <= 0:
                 self._dummy_backward()  # keeps FSDP's collectives in step across ranks
                 continue
             rows = [mine[i] for i in micro[m]]
-            out = self._forward(rows, self.log_entropy)
+            temps = temperatures(rows, self.temperature)
+            out = self._forward(rows, self.log_entropy or self.objective.needs_entropy, temps)
             width = out.logprobs.shape[1]
-            behaviour = _pad([s.behaviour_logprobs for s in rows], width).to(out.logprobs.device)
-            advantages = torch.tensor([s.advantage for s in rows], dtype=torch.float32, device=out.logprobs.device)
+            device = out.logprobs.device
+            behaviour = _pad([s.behaviour_logprobs for s in rows], width).to(device)
+            advantages = torch.tensor([s.advantage for s in rows], dtype=torch.float32, device=device)
             prepared = None
             if prepared_full is not None:
                 index = torch.tensor(micro[m], dtype=torch.long)
-                prepared = {k: (v[index][:, :width] if v.dim() >= 2 else v[index]).to(out.logprobs.device)
+                prepared = {k: (v[index][:, :width] if v.dim() >= 2 else v[index]).to(device)
                             for k, v in prepared_full.items()}
+            extra: dict[str, Any] = row_inputs(rows, [mine_of[i] for i in micro[m]], self.temperature, device) if grouped else {}
+            if self.reference is not None:
+                extra["ref_logprobs"] = self.reference.logprobs(
+                    [s.prompt_tokens for s in rows], [s.response_tokens for s in rows], temps).to(device)
             loss, metrics = self.objective(out.logprobs, behaviour, advantages, out.mask, self.params,
-                                           denominator=denominator, entropy=out.entropy, prepared=prepared)
+                                           denominator=denominator, entropy=out.entropy, prepared=prepared,
+                                           progress=min(1.0, max(0.0, progress)), state=self.state, **extra)
             (loss * scale).backward()
             parts.append(metrics)
 
@@ -164,28 +227,7 @@ class Updater:
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
                 dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-        grad_norm = self._clip()
-        self.optimizer.step()
-        self.scheduler.step()
-
-        if info.enabled:
-            gathered: list[list[dict[str, float]]] = [[] for _ in range(info.world_size)]
-            dist.all_gather_object(gathered, parts)
-            parts = [p for rank_parts in gathered for p in rank_parts]
-        metrics = reduce_metrics(parts) if parts else {}
-        rewards = [s.reward for s in usable]
-        metrics.update({
-            "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
-            "reward/frac_groups_all_equal": sum(
-                len({s.reward for s in g.samples if not s.masked}) <= 1 for g in groups) / max(1, len(groups)),
-            "batch/responses": len(usable),
-            "batch/masked_responses": len(all_samples) - len(usable),
-            "batch/micro_batches": n_micro_all,
-            "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
-            "optim/grad_norm": grad_norm,
-            "optim/lr": self.scheduler.get_last_lr()[0],
-        })
-        return metrics
+        return parts, n_micro_all
 
     def _clip(self) -> float:
         max_norm = self.grad_clip if self.grad_clip is not None else math.inf

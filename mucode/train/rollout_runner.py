@@ -29,6 +29,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from mucode.components import SAMPLERS
 from mucode.config import MucodeConfig
 from mucode.data.types import TaskRecord
 from mucode.rollout.types import RolloutEngine
@@ -123,6 +124,11 @@ class StageRollout:
             raise ValueError("under torchrun each rank runs one vLLM engine on its own GPU: set "
                              "rollout.tensor_parallel_size=1 and rollout.data_parallel_size=1")
         self._colocated: Any = None
+        self.controller = SAMPLERS.get(cfg.sampling.controller).build(
+            cfg.sampling.params, derive_seed(cfg.rollout.seed, SeedPurpose.SAMPLING))
+        if cfg.sampling.controller != "fixed" and not self.shares_weights and engine_factory is None:
+            raise ValueError(f"sampling.controller={cfg.sampling.controller} sets a temperature per prompt, which "
+                             "needs the hf engine sharing the trainer's weights (rollout.engine=hf, no FSDP)")
 
     def run(self, stage: int, prompts: list[Prompt], store_dir: Path, pipeline: Any, *, policy_path: Path,
             show_progress: bool) -> dict[str, float]:
@@ -173,7 +179,9 @@ class StageRollout:
             stats = generate_stage(
                 stage=stage, engine_factory=lambda: self._engine(stage, policy_path), prompts=prompts,
                 samples_per_prompt=cfg.batch.samples_per_prompt, writer=writer, pipeline=pipeline,
-                adv_std=cfg.algo.adv_std, adv_eps=cfg.algo.adv_eps, rescore=rescore, show_progress=show_progress)
+                adv_std=cfg.algo.adv_std, adv_eps=cfg.algo.adv_eps, rescore=rescore, show_progress=show_progress,
+                controller=self.controller, engine_at=lambda t: self._engine(stage, policy_path, t),
+                base_temperature=cfg.rollout.temperature)
         finally:
             parked.restore()
             model.train()
@@ -182,15 +190,26 @@ class StageRollout:
                             "memory/parked_bytes": float(parked.parked_bytes)})
         return stats
 
-    def _engine(self, stage: int, policy_path: Path) -> Any:
+    def _engine(self, stage: int, policy_path: Path, temperature: float | None = None) -> Any:
+        """The stage's engine; ``temperature``: sampling at that temperature instead of rollout.temperature
+        (a sampling controller's per-prompt plan; a factory's engine gets its ``temperature`` attribute set)."""
         r, info = self.cfg.rollout, self.info
         seed = derive_seed(r.seed, SeedPurpose.ROLLOUT_ENGINE, stage=stage, rank=info.rank)
+        if temperature is not None:  # a distinct stream per planned temperature
+            seed += int(round(temperature * 1e6))
         if self.engine_factory is not None:
-            return self.engine_factory(stage, policy_path, seed)
+            engine = self.engine_factory(stage, policy_path, seed)
+            if temperature is not None:
+                if not hasattr(engine, "temperature"):
+                    raise ValueError("the sampling controller sets per-prompt temperatures; this engine has no "
+                                     "settable temperature")
+                engine.temperature = temperature
+            return engine
         if self.shares_weights:
             from mucode.rollout.hf import HFEngine
 
-            return HFEngine(unwrap(self.model), self.tokenizer, temperature=r.temperature, top_p=r.top_p,
+            return HFEngine(unwrap(self.model), self.tokenizer,
+                            temperature=r.temperature if temperature is None else temperature, top_p=r.top_p,
                             top_k=r.top_k, max_new_tokens=r.max_response_tokens, seed=seed, batch_size=r.batch_size,
                             autocast_dtype=self.precision.compute if self.precision.mixed else None)
         if self._colocated is not None:

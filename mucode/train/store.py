@@ -76,6 +76,8 @@ SCHEMA = pa.schema(
         pa.field("truncated", pa.bool_()),
         pa.field("generate_s", pa.float32()),
         pa.field("verify_s", pa.float32()),
+        pa.field("temperature", pa.float32()),
+        pa.field("sampling", pa.string()),
     ]
 )
 
@@ -102,6 +104,10 @@ class StoredSample:
     truncated: bool = False
     generate_s: float = 0.0
     verify_s: float = 0.0
+    temperature: float | None = None
+    """The temperature this response was sampled (and its behaviour log-probs taken) at; None: rollout.temperature."""
+    sampling: str | None = None
+    """The sampling controller's statistics of the response's prompt, as JSON (e.g. AGPO's probe statistics)."""
 
 
 @dataclass
@@ -111,6 +117,8 @@ class StoredGroup:
     group_id: int
     prompt_id: str
     samples: list[StoredSample] = field(default_factory=list)
+    replayed: bool = False
+    """A replayed rollout from the batch composer's buffer (not stored; never written)."""
 
 
 _SAMPLE_FIELDS = [f.name for f in fields(StoredSample)]
@@ -220,6 +228,8 @@ def _rows(group: StoredGroup) -> list[dict[str, Any]]:
             "truncated": s.truncated,
             "generate_s": s.generate_s,
             "verify_s": s.verify_s,
+            "temperature": s.temperature,
+            "sampling": s.sampling,
         }
         for s in group.samples
     ]
