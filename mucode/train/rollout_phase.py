@@ -158,11 +158,8 @@ def generate_stage(
     stats = RolloutStats()
     todo = [p for p in prompts if p[0] not in writer.done_group_ids]
     by_slot: dict[int, TaskRecord] = {slot: record for slot, record, _ in todo}
-    plan: dict[int, dict[str, float]] = {}
-    if controller is not None and todo:
-        probes = (_probe(stage, engine_factory, todo, controller.probe_samples or samples_per_prompt, by_slot,
-                         pipeline, stats, max_engine_restarts) if controller.probes else {})
-        plan = controller.plan([slot for slot, _, _ in todo], probes, base_temperature or 1.0)
+    plan = _plan(stage, controller, engine_factory, todo, samples_per_prompt, by_slot, pipeline, stats,
+                 max_engine_restarts, base_temperature)
     bar = tqdm(total=len(todo), desc=f"stage {stage} rollout", unit="group", disable=not show_progress,
                dynamic_ncols=True, leave=False)
 
@@ -256,6 +253,18 @@ def _buckets(todo: list[tuple[int, TaskRecord, list[int]]],
     for prompt in todo:
         out.setdefault(plan.get(prompt[0], {}).get("temperature"), []).append(prompt)
     return list(out.items())
+
+
+def _plan(stage: int, controller: SamplingController | None, engine_factory: Callable[[], RolloutEngine],
+          todo: list[tuple[int, TaskRecord, list[int]]], samples_per_prompt: int, by_slot: dict[int, TaskRecord],
+          pipeline: VerifyPipeline, stats: RolloutStats, max_engine_restarts: int,
+          base_temperature: float | None) -> dict[int, dict[str, float]]:
+    """The controller's plan for ``todo`` (after its probe, if it asks for one); {} without a controller."""
+    if controller is None or not todo:
+        return {}
+    probes = (_probe(stage, engine_factory, todo, controller.probe_samples or samples_per_prompt, by_slot,
+                     pipeline, stats, max_engine_restarts) if controller.probes else {})
+    return controller.plan([slot for slot, _, _ in todo], probes, base_temperature or 1.0)
 
 
 def _probe(stage: int, engine_factory: Callable[[], RolloutEngine], todo: list[tuple[int, TaskRecord, list[int]]],

@@ -93,7 +93,7 @@ def test_plugin_objective_params_are_its_own(objective_plugin: Path) -> None:
         load_config(None, ["algo.objective=counting", "algo.veto_scope=sequence"])
     assert "veto_scope: not a parameter of algo.objective=counting (CountingParams)" in str(err.value)
     assert "weight" in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match=r"valid names: counting, grpo, m2po, mu_grpo"):
+    with pytest.raises(ConfigError, match=r"valid names: agpo, conspo, counting, grpo, m2po, mu_grpo, offpolicy_grpo"):
         load_config(None, ["algo.objective=sgd"])
 
 
