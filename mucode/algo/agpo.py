@@ -266,7 +266,7 @@ def _denominator(mask: torch.Tensor, p: AGPOParams, groups: torch.Tensor | None,
 
 def _scale(mask_float: torch.Tensor, groups: torch.Tensor | None, denominator: float, p: AGPOParams) -> torch.Tensor:
     assert groups is not None
-    return group_token_scale(mask_float, groups, denominator)
+    return group_token_scale(mask_float, groups, denominator, dtype=mask_float.dtype)
 
 
 def _state(state: Mapping[str, float], metrics: Mapping[str, float], p: AGPOParams) -> dict[str, float]:

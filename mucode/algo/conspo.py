@@ -101,7 +101,7 @@ def _denominator(mask: torch.Tensor, p: ConSPOParams, groups: torch.Tensor | Non
 
 def _scale(mask_float: torch.Tensor, groups: torch.Tensor | None, denominator: float, p: ConSPOParams) -> torch.Tensor:
     assert groups is not None
-    return group_token_scale(mask_float, groups, denominator)
+    return group_token_scale(mask_float, groups, denominator, dtype=mask_float.dtype)
 
 
 def _conspo_loss(
@@ -118,7 +118,7 @@ def _conspo_loss(
             weight = torch.exp(mean_log_rho).clamp(max=p.correction_cap)
         else:
             weight = torch.ones_like(scores)
-    total = scores.new_zeros(())
+    total = (scores * 0.0).sum()  # stays in the graph: a batch with no contrastive group has gradient 0
     for pos, neg in pairs:
         a = (scores[pos] - m) / p.temperature
         lse_neg = torch.logsumexp(scores[neg] / p.temperature, dim=0)
