@@ -198,27 +198,13 @@ class Updater:
         parts: list[dict[str, float]] = []
         for m in range(n_micro_all):
             if m >= n_micro or denominator <= 0:
+                if m < n_micro:  # nothing to learn from (e.g. ConSPO discarded every group): still log why
+                    with torch.no_grad():
+                        parts.append(self._call(mine, mine_of, micro[m], None, grouped, progress, None)[1])
                 self._dummy_backward()  # keeps FSDP's collectives in step across ranks
                 continue
-            rows = [mine[i] for i in micro[m]]
-            temps = temperatures(rows, self.temperature)
-            out = self._forward(rows, self.log_entropy or self.objective.needs_entropy, temps)
-            width = out.logprobs.shape[1]
-            device = out.logprobs.device
-            behaviour = _pad([s.behaviour_logprobs for s in rows], width).to(device)
-            advantages = torch.tensor([s.advantage for s in rows], dtype=torch.float32, device=device)
-            prepared = None
-            if prepared_full is not None:
-                index = torch.tensor(micro[m], dtype=torch.long)
-                prepared = {k: (v[index][:, :width] if v.dim() >= 2 else v[index]).to(device)
-                            for k, v in prepared_full.items()}
-            extra: dict[str, Any] = row_inputs(rows, [mine_of[i] for i in micro[m]], self.temperature, device) if grouped else {}
-            if self.reference is not None:
-                extra["ref_logprobs"] = self.reference.logprobs(
-                    [s.prompt_tokens for s in rows], [s.response_tokens for s in rows], temps).to(device)
-            loss, metrics = self.objective(out.logprobs, behaviour, advantages, out.mask, self.params,
-                                           denominator=denominator, entropy=out.entropy, prepared=prepared,
-                                           progress=min(1.0, max(0.0, progress)), state=self.state, **extra)
+            loss, metrics = self._call(mine, mine_of, micro[m], denominator, grouped, progress,
+                                       prepared_full)
             (loss * scale).backward()
             parts.append(metrics)
 
@@ -228,6 +214,29 @@ class Updater:
                     p.grad = torch.zeros_like(p)
                 dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
         return parts, n_micro_all
+
+    def _call(self, mine: list[StoredSample], mine_of: list[int], index: list[int], denominator: float | None,
+              grouped: bool, progress: float, prepared_full: dict[str, torch.Tensor] | None) -> tuple[Any, dict[str, float]]:
+        """The objective on one micro-batch (rows ``index`` of this rank's responses): (loss, metrics)."""
+        rows = [mine[i] for i in index]
+        temps = temperatures(rows, self.temperature)
+        out = self._forward(rows, self.log_entropy or self.objective.needs_entropy, temps)
+        width = out.logprobs.shape[1]
+        device = out.logprobs.device
+        behaviour = _pad([s.behaviour_logprobs for s in rows], width).to(device)
+        advantages = torch.tensor([s.advantage for s in rows], dtype=torch.float32, device=device)
+        prepared = None
+        if prepared_full is not None:
+            picks = torch.tensor(index, dtype=torch.long)
+            prepared = {k: (v[picks][:, :width] if v.dim() >= 2 else v[picks]).to(device)
+                        for k, v in prepared_full.items()}
+        extra: dict[str, Any] = row_inputs(rows, [mine_of[i] for i in index], self.temperature, device) if grouped else {}
+        if self.reference is not None:
+            extra["ref_logprobs"] = self.reference.logprobs(
+                [s.prompt_tokens for s in rows], [s.response_tokens for s in rows], temps).to(device)
+        return self.objective(out.logprobs, behaviour, advantages, out.mask, self.params,
+                              denominator=denominator, entropy=out.entropy, prepared=prepared,
+                              progress=min(1.0, max(0.0, progress)), state=self.state, **extra)
 
     def _clip(self) -> float:
         max_norm = self.grad_clip if self.grad_clip is not None else math.inf
