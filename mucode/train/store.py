@@ -18,6 +18,10 @@ error that says what to do. An incomplete store can be re-opened for writing
 (:meth:`StageWriter.resume`): its finished shards are kept and only the prompts they lack are
 generated again.
 
+Each row records the temperature its response was sampled at (``temperature``) and the sampling
+controller's statistics of its prompt (``sampling``, JSON); stores written before these columns
+existed read them as null (the run's ``rollout.temperature``, no statistics).
+
 A group's id is its prompt's slot in the stage (0 … B_train−1), so a prompt drawn twice in a
 stage (a data set smaller than B_train) is two groups.
 
