@@ -4,6 +4,7 @@ age eviction in updates, warm-up, capacity, fresh-anchored minibatches, zero-var
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from scipy.stats import chi2
@@ -88,3 +89,51 @@ def test_composers_are_a_registry_with_typed_params() -> None:
         load_config(None, ["compose.composer=replay", "compose.tau=3"])
     with pytest.raises(ConfigError, match="unknown batch composer 'fifo'"):
         load_config(None, ["compose.composer=fifo"])
+
+
+PLUGIN = '''
+from dataclasses import dataclass
+
+from mucode.components import Component
+
+
+@dataclass(frozen=True)
+class KeepFirstParams:
+    groups: int = 1
+    """How many of the fresh groups to train on."""
+
+
+class KeepFirst:
+    def __init__(self, params, seed):
+        self.params = params
+
+    def compose(self, fresh, update):
+        return fresh[: self.params.groups], {"keep_first/dropped": float(len(fresh) - self.params.groups)}
+
+
+KEEP_FIRST = Component("keep_first", KeepFirstParams, KeepFirst, "test plug-in composer")
+'''
+
+
+def test_a_plugin_composer_is_found_through_its_entry_point_with_typed_params(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "mucode_test_composer.py").write_text(PLUGIN)
+    info = root / "mucode_test_composer-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-composer\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[mucode.composers]\nkeep_first = mucode_test_composer:KEEP_FIRST\n")
+    monkeypatch.syspath_prepend(str(root))
+    COMPOSERS.refresh()
+    try:
+        cfg = load_config(None, ["compose.composer=keep_first", "compose.groups=2"])
+        assert type(cfg.compose.params).__name__ == "KeepFirstParams" and cfg.compose.params.groups == 2
+        composer = COMPOSERS.get("keep_first").build(cfg.compose.params, 0)
+        out, metrics = composer.compose([_group(i, [1, 0]) for i in range(5)], update=0)
+        assert [g.group_id for g in out] == [0, 1] and metrics == {"keep_first/dropped": 3.0}
+        with pytest.raises(ConfigError, match="ratio: not a parameter of keep_first"):
+            load_config(None, ["compose.composer=keep_first", "compose.ratio=2"])
+    finally:
+        monkeypatch.undo()
+        COMPOSERS.refresh()
