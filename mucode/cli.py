@@ -135,6 +135,18 @@ def config_keys(section: Annotated[str | None, typer.Argument(help="Only this se
             typer.echo(f"      {sub.description or ''}")
         if name == "algo":
             _objective_param_keys()
+        if name in ("compose", "sampling"):  # each registered component's own parameters
+            _component_param_keys(name)
+
+
+def _component_param_keys(section: str) -> None:
+    from mucode.config_methods import component_param_keys
+
+    field = "composer" if section == "compose" else "controller"
+    for component, key, default, annotation, doc in component_param_keys("COMPOSERS" if section == "compose" else "SAMPLERS"):
+        shown = yaml.safe_dump(default, default_flow_style=True).strip().removesuffix("\n...")
+        typer.echo(f"  {section}.{key}={shown}    [{_type_name(annotation)}]  (with {section}.{field}={component})")
+        typer.echo(f"      {doc}")
 
 
 def _objective_param_keys() -> None:

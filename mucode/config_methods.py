@@ -26,7 +26,7 @@ from pydantic import (
 
 from mucode.config_algo import SECTION_CONFIG
 
-__all__ = ["ComposeConfig", "ReferenceConfig", "SamplingConfig", "component_params"]
+__all__ = ["ComposeConfig", "ReferenceConfig", "SamplingConfig", "component_param_keys", "component_params"]
 
 
 def component_params(registry_name: str, name: str, values: Any) -> Any:
@@ -48,6 +48,22 @@ def component_params(registry_name: str, name: str, values: Any) -> Any:
         first = err.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
         raise ValueError(f"{key}: {first['msg'].removeprefix('Value error, ')}") from None
+
+
+def component_param_keys(registry_name: str) -> list[tuple[str, str, Any, Any, str]]:
+    """(component, key, default, annotation, meaning) of every parameter of ``COMPOSERS``/``SAMPLERS``."""
+    import typing
+    from dataclasses import MISSING, fields
+
+    from mucode import components
+    from mucode.config_algo import _attribute_docs
+
+    rows = []
+    for name, component in getattr(components, registry_name).items():
+        hints, docs = typing.get_type_hints(component.params_type), _attribute_docs(component.params_type)
+        for f in fields(component.params_type):
+            rows.append((name, f.name, None if f.default is MISSING else f.default, hints[f.name], docs.get(f.name, "")))
+    return rows
 
 
 def _nest(data: Any, own: Mapping[str, Any]) -> Any:
