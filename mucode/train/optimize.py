@@ -198,7 +198,8 @@ class Updater:
         parts: list[dict[str, float]] = []
         for m in range(n_micro_all):
             if m >= n_micro or denominator <= 0:
-                if m < n_micro:  # nothing to learn from (e.g. ConSPO discarded every group): still log why
+                if m < n_micro and not self.fsdp:  # nothing to learn from (ConSPO discarded every group): log why
+                    # (not under FSDP: an extra forward on some ranks only would desynchronise its collectives)
                     with torch.no_grad():
                         parts.append(self._call(mine, mine_of, micro[m], None, grouped, progress, None)[1])
                 self._dummy_backward()  # keeps FSDP's collectives in step across ranks
