@@ -1,7 +1,7 @@
 """The `mucode` command line.
 
 Each area adds its own commands through a `register(app)` function in its `commands.py`
-(`mucode/verifier/commands.py`, `mucode/train/commands.py`, `mucode/eval/commands.py`); this file
+(`mucode/cli/serve.py`, `mucode/cli/train.py`, `mucode/cli/eval.py`); this file
 only wires them together and holds the small commands that belong to no area (`config`, `env`).
 Command modules import their heavy dependencies inside the commands, so `mucode --help` is fast.
 """
@@ -57,10 +57,20 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print mucode's version and exit.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log DEBUG records too (default: INFO and up, "
-                                          "e.g. rows a data set dropped).")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print mucode's version and exit."
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Log DEBUG records too (default: INFO and up, e.g. rows a data set dropped).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log warnings and errors only.")] = False,
 ) -> None:
     """μ-GRPO: staged, highly off-policy GRPO for code and math with verifiable rewards."""
@@ -71,11 +81,12 @@ def _main(
     logs.configure(level)
 
 
-config_app = typer.Typer(help="Inspect the resolved configuration.", no_args_is_help=True, cls=OneLineUsageErrors)
+config_app = typer.Typer(
+    help="Inspect the resolved configuration.", no_args_is_help=True, cls=OneLineUsageErrors
+)
 app.add_typer(config_app, name="config")
 
-_AREAS = ("mucode.verifier.commands", "mucode.train.commands", "mucode.eval.commands",
-          "mucode.integrations.verl.commands")
+_AREAS = ("mucode.cli.serve", "mucode.cli.train", "mucode.cli.eval", "mucode.cli.verl")
 
 ConfigOption = Annotated[
     str | None,
@@ -83,7 +94,9 @@ ConfigOption = Annotated[
 ]
 OverridesArg = Annotated[
     list[str] | None,
-    typer.Argument(help="key=value overrides on top of the file, e.g. algo.veto_scope=suffix batch.num_stages=2"),
+    typer.Argument(
+        help="key=value overrides on top of the file, e.g. algo.veto_scope=suffix batch.num_stages=2"
+    ),
 ]
 
 
@@ -113,11 +126,15 @@ def config_show(config: ConfigOption = None, overrides: OverridesArg = None) -> 
 
 
 @config_app.command("keys")
-def config_keys(section: Annotated[str | None, typer.Argument(help="Only this section, e.g. algo.")] = None) -> None:
+def config_keys(
+    section: Annotated[str | None, typer.Argument(help="Only this section, e.g. algo.")] = None,
+) -> None:
     """List every config key with its type, default and meaning."""
     sections = MucodeConfig.model_fields
     if section is not None and section not in sections:
-        typer.secho(f"unknown section {section!r}; sections: {', '.join(sections)}", fg=typer.colors.RED, err=True)
+        typer.secho(
+            f"unknown section {section!r}; sections: {', '.join(sections)}", fg=typer.colors.RED, err=True
+        )
         raise typer.Exit(2)
     defaults = MucodeConfig().model_dump(mode="json")
     for name, field in sections.items():
@@ -130,7 +147,9 @@ def config_keys(section: Annotated[str | None, typer.Argument(help="Only this se
                 typer.echo("  algo.params={}    [mapping: the selected objective's parameters, listed below]")
                 typer.echo(f"      {sub.description or ''}")
                 continue
-            default = yaml.safe_dump(defaults[name][key], default_flow_style=True).strip().removesuffix("\n...")
+            default = (
+                yaml.safe_dump(defaults[name][key], default_flow_style=True).strip().removesuffix("\n...")
+            )
             typer.echo(f"  {name}.{key}={default}    [{_type_name(sub.annotation)}]")
             typer.echo(f"      {sub.description or ''}")
         if name == "algo":
@@ -143,9 +162,13 @@ def _component_param_keys(section: str) -> None:
     from mucode.config_methods import component_param_keys
 
     field = "composer" if section == "compose" else "controller"
-    for component, key, default, annotation, doc in component_param_keys("COMPOSERS" if section == "compose" else "SAMPLERS"):
+    for component, key, default, annotation, doc in component_param_keys(
+        "COMPOSERS" if section == "compose" else "SAMPLERS"
+    ):
         shown = yaml.safe_dump(default, default_flow_style=True).strip().removesuffix("\n...")
-        typer.echo(f"  {section}.{key}={shown}    [{_type_name(annotation)}]  (with {section}.{field}={component})")
+        typer.echo(
+            f"  {section}.{key}={shown}    [{_type_name(annotation)}]  (with {section}.{field}={component})"
+        )
         typer.echo(f"      {doc}")
 
 

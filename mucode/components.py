@@ -68,7 +68,11 @@ class _LazyRegistry(Registry[Component[Any]]):
         super()._load_plugins()
 
 
-COMPOSERS: Registry[Component[Any]] = _LazyRegistry("batch composer", "mucode.composers", "mucode.train.compose")
+COMPOSERS: Registry[Component[Any]] = _LazyRegistry(
+    "batch composer", "mucode.composers", "mucode.train.compose"
+)
 """Batch composers by name: ``fresh`` (the store's minibatch as it is), ``replay`` and plug-ins."""
-SAMPLERS: Registry[Component[Any]] = _LazyRegistry("sampling controller", "mucode.samplers", "mucode.train.sampling")
+SAMPLERS: Registry[Component[Any]] = _LazyRegistry(
+    "sampling controller", "mucode.samplers", "mucode.train.sampling"
+)
 """Sampling controllers by name: ``fixed`` (one temperature), ``agpo`` and plug-ins."""

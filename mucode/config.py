@@ -57,7 +57,6 @@ __all__ = [
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
-
 class ConfigError(ValueError):
     """A config that cannot run; the message says which key and which values are valid."""
 
@@ -165,8 +164,10 @@ class BatchConfig(_Section):
     @model_validator(mode="after")
     def _epochs_divide(self) -> BatchConfig:
         if self.updates_per_stage % self.update_epochs:
-            raise ValueError(f"batch.updates_per_stage={self.updates_per_stage} must be a multiple of "
-                             f"batch.update_epochs={self.update_epochs}")
+            raise ValueError(
+                f"batch.updates_per_stage={self.updates_per_stage} must be a multiple of "
+                f"batch.update_epochs={self.update_epochs}"
+            )
         return self
 
     def prompts_per_stage(self) -> int:
@@ -254,8 +255,10 @@ class VerifierConfig(_Section):
     @classmethod
     def _renamed(cls, data: Any) -> Any:
         if isinstance(data, dict) and "max_retries" in data:
-            raise ValueError("verifier.max_retries was renamed verifier.retries (re-sends of an item after an "
-                             "infrastructure failure, counted once per item): write verifier.retries=N")
+            raise ValueError(
+                "verifier.max_retries was renamed verifier.retries (re-sends of an item after an "
+                "infrastructure failure, counted once per item): write verifier.retries=N"
+            )
         return data
 
 
@@ -326,7 +329,9 @@ class MucodeConfig(_Section):
     @model_validator(mode="after")
     def _check_combinations(self) -> MucodeConfig:
         if self.train.eval_every is not None and not self.eval.benchmarks:
-            raise ValueError("train.eval_every is set but eval.benchmarks is empty; name them, e.g. eval.benchmarks=[math500]")
+            raise ValueError(
+                "train.eval_every is set but eval.benchmarks is empty; name them, e.g. eval.benchmarks=[math500]"
+            )
         if self.rollout.engine == "vllm" and self.train.device == "cpu":
             raise ValueError("rollout.engine=vllm needs a GPU; use rollout.engine=hf with train.device=cpu")
         return self
@@ -353,16 +358,22 @@ def _read_yaml(config: str | Path | list[str]) -> dict[str, Any]:
     if not path.exists() and (CONFIG_DIR / f"{config}.yaml").exists():
         path = CONFIG_DIR / f"{config}.yaml"
     if not path.exists():
-        raise ConfigError(f"config file {config!s} not found; give a path or one of the presets: {', '.join(preset_names())}")
+        raise ConfigError(
+            f"config file {config!s} not found; give a path or one of the presets: {', '.join(preset_names())}"
+        )
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{where}: invalid YAML ({problem}); fix the file (indentation, a missing ':' or quote)") from None
+        raise ConfigError(
+            f"{where}: invalid YAML ({problem}); fix the file (indentation, a missing ':' or quote)"
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}"
+        )
     base = data.pop("defaults", None)
     if base is None:
         return data
@@ -383,7 +394,11 @@ def _merge_layer(into: dict[str, Any], layer: dict[str, Any]) -> None:
         layer = {**layer, "algo": algo}
         old = into.get("algo")
         default = AlgoConfig.model_fields["objective"].default
-        if isinstance(old, dict) and "objective" in algo and algo["objective"] != old.get("objective", default):
+        if (
+            isinstance(old, dict)
+            and "objective" in algo
+            and algo["objective"] != old.get("objective", default)
+        ):
             old.pop("params", None)
     _deep_merge(into, layer)
 
@@ -403,7 +418,9 @@ def _apply_override(tree: dict[str, Any], override: str) -> None:
     parts = key.strip().split(".")
     known = MucodeConfig.model_fields
     if parts[0] not in known:
-        raise ConfigError(f"unknown config section {parts[0]!r} in {override!r}; sections: {', '.join(known)}")
+        raise ConfigError(
+            f"unknown config section {parts[0]!r} in {override!r}; sections: {', '.join(known)}"
+        )
     node = tree
     for part in parts[:-1]:
         node = node.setdefault(part, {})
@@ -412,7 +429,9 @@ def _apply_override(tree: dict[str, Any], override: str) -> None:
     try:
         node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
-        raise ConfigError(f"override {override!r}: the value is not valid YAML; quote it, e.g. {key}='{raw}'") from None
+        raise ConfigError(
+            f"override {override!r}: the value is not valid YAML; quote it, e.g. {key}='{raw}'"
+        ) from None
 
 
 def _format_error(err: ValidationError) -> str:
@@ -448,10 +467,23 @@ def load_config(config: str | Path | None = None, overrides: list[str] | None = 
 
 
 STORE_KEYS: tuple[str, ...] = (
-    "model.path", "data", "batch.samples_per_prompt", "batch.prompts_per_update", "batch.updates_per_stage",
-    "rollout.temperature", "rollout.top_p", "rollout.top_k", "rollout.max_response_tokens", "rollout.seed",
-    "algo.adv_std", "algo.adv_eps", "algo.recompute_behaviour_logprobs", "train.seed", "train.groups_per_shard",
-    "batch.update_epochs", "sampling",
+    "model.path",
+    "data",
+    "batch.samples_per_prompt",
+    "batch.prompts_per_update",
+    "batch.updates_per_stage",
+    "rollout.temperature",
+    "rollout.top_p",
+    "rollout.top_k",
+    "rollout.max_response_tokens",
+    "rollout.seed",
+    "algo.adv_std",
+    "algo.adv_eps",
+    "algo.recompute_behaviour_logprobs",
+    "train.seed",
+    "train.groups_per_shard",
+    "batch.update_epochs",
+    "sampling",
 )
 """Keys that shape a run's stage stores or their reading order (a section name covers all its keys):
 a resume must keep them (`batch.num_stages` may grow; everything else may change)."""

@@ -40,8 +40,10 @@ def component_params(registry_name: str, name: str, values: Any) -> Any:
         raise ValueError(f"params must be a mapping of {name}'s parameters, got {values!r}")
     unknown = sorted(set(values) - set(component.param_names()))
     if unknown:
-        raise ValueError(f"{', '.join(unknown)}: not a parameter of {name} ({component.params_type.__name__}); "
-                         f"its parameters: {', '.join(component.param_names()) or '(none)'}")
+        raise ValueError(
+            f"{', '.join(unknown)}: not a parameter of {name} ({component.params_type.__name__}); "
+            f"its parameters: {', '.join(component.param_names()) or '(none)'}"
+        )
     try:
         return TypeAdapter(component.params_type).validate_python(dict(values))
     except ValidationError as err:
@@ -62,7 +64,15 @@ def component_param_keys(registry_name: str) -> list[tuple[str, str, Any, Any, s
     for name, component in getattr(components, registry_name).items():
         hints, docs = typing.get_type_hints(component.params_type), _attribute_docs(component.params_type)
         for f in fields(component.params_type):
-            rows.append((name, f.name, None if f.default is MISSING else f.default, hints[f.name], docs.get(f.name, "")))
+            rows.append(
+                (
+                    name,
+                    f.name,
+                    None if f.default is MISSING else f.default,
+                    hints[f.name],
+                    docs.get(f.name, ""),
+                )
+            )
     return rows
 
 

@@ -28,7 +28,13 @@ def test_mu_grpo_preset_equals_defaults() -> None:
     [
         ("grpo_mu4", "grpo", 4, 1024, GRPOParams(clip_low=0.2, clip_high=0.2, dual_clip=3.0)),
         ("grpo_mu1024", "grpo", 1024, 4, GRPOParams(clip_low=0.2, clip_high=0.2, dual_clip=3.0)),
-        ("m2po", "m2po", 1024, 4, M2POParams(m2_threshold=0.04, mode="greedy_mask", aggregation="token-mean")),
+        (
+            "m2po",
+            "m2po",
+            1024,
+            4,
+            M2POParams(m2_threshold=0.04, mode="greedy_mask", aggregation="token-mean"),
+        ),
     ],
 )
 def test_baseline_presets(preset: str, objective: str, mu: int, stages: int, params: object) -> None:
@@ -47,7 +53,9 @@ def test_every_shipped_preset_resolves() -> None:
 
 
 def test_overrides_beat_the_file_and_are_typed() -> None:
-    cfg = load_config("grpo_mu4", ["batch.updates_per_stage=8", "optim.betas=[0.9, 0.95]", "verifier.token=abc"])
+    cfg = load_config(
+        "grpo_mu4", ["batch.updates_per_stage=8", "optim.betas=[0.9, 0.95]", "verifier.token=abc"]
+    )
     assert cfg.batch.updates_per_stage == 8
     assert cfg.optim.betas == (0.9, 0.95)
     assert cfg.verifier.token == "abc"
@@ -66,15 +74,27 @@ def test_config_file_path(tmp_path) -> None:
     [
         (["algo.veto_scope=everything"], "'none', 'trigger', 'suffix', 'nontrigger_suffix' or 'sequence'"),
         (["algo.dual_clip=3"], "dual_clip: not a parameter of algo.objective=mu_grpo"),
-        (["algo.clip_low=0.2"], "its parameters: aggregation, norm_length, max_abs_log_ratio, kl_coef, kl_estimator, mask_zero_variance, ratio_upper"),
-        (["algo.objective=grpo", "algo.veto_scope=suffix"], "veto_scope: not a parameter of algo.objective=grpo"),
-        (["algo.objective=ppo"], "unknown objective 'ppo'; valid names: agpo, conspo, grpo, m2po, mu_grpo, offpolicy_grpo"),
+        (
+            ["algo.clip_low=0.2"],
+            "its parameters: aggregation, norm_length, max_abs_log_ratio, kl_coef, kl_estimator, mask_zero_variance, ratio_upper",
+        ),
+        (
+            ["algo.objective=grpo", "algo.veto_scope=suffix"],
+            "veto_scope: not a parameter of algo.objective=grpo",
+        ),
+        (
+            ["algo.objective=ppo"],
+            "unknown objective 'ppo'; valid names: agpo, conspo, grpo, m2po, mu_grpo, offpolicy_grpo",
+        ),
         (["algo.objective=m2po", "algo.mode=greedy"], "'greedy_mask' or 'water_fill'"),
         (["algo.ratio_upper=-1"], "ratio_upper must be > 0"),
         (["algo.veto_threshold=abc"], "valid number"),
         (["algo.veto_scope=suffix", "algo.params.veto_scope=trigger"], "both set; keep one"),
         (["algo.adv_std=bessel"], "'unbiased', 'population' or 'none'"),
-        (["data.format=csv"], "unknown data schema 'csv'; valid names: auto, code_contests, math, mucode, trl, verl"),
+        (
+            ["data.format=csv"],
+            "unknown data schema 'csv'; valid names: auto, code_contests, math, mucode, trl, verl",
+        ),
         (["batch.samples_per_prompt=1"], "greater than or equal to 2"),
         (["batch.prompts_per_updat=3"], "valid keys here: samples_per_prompt, prompts_per_update"),
         (["optimizer.lr=1"], "sections: model, data"),
@@ -94,7 +114,9 @@ def test_unknown_preset_lists_presets() -> None:
 
 
 def test_batch_plan_is_consistent() -> None:
-    cfg = load_config(None, ["batch.prompts_per_update=16", "batch.updates_per_stage=64", "batch.num_stages=3"])
+    cfg = load_config(
+        None, ["batch.prompts_per_update=16", "batch.updates_per_stage=64", "batch.num_stages=3"]
+    )
     plan = batch_plan(cfg)
     assert plan["prompts_per_stage (B_train)"] == 16 * 64
     assert plan["responses_per_stage"] == 16 * 64 * 8
@@ -129,7 +151,7 @@ MATH_BENCHMARKS = ["aime24", "aime25", "amc23", "amc24", "math500"]
 def test_paper_presets_resolve_to_the_appendix_numbers(model: str, algo: str | None) -> None:
     hub, context, task, b_mini = PAPER_MODELS[model]
     objective, mu, stages, params = PAPER_ALGOS[algo]
-    for names in ([model] if algo is None else [f"{model},{algo}", f"{algo},{model}"]):  # either order
+    for names in [model] if algo is None else [f"{model},{algo}", f"{algo},{model}"]:  # either order
         cfg = load_config(names)
         assert cfg.model.path == hub and cfg.data.task == task and cfg.model.dtype == "bfloat16"
         assert cfg.data.max_prompt_tokens + cfg.rollout.max_response_tokens == context
@@ -146,25 +168,36 @@ def test_paper_presets_resolve_to_the_appendix_numbers(model: str, algo: str | N
 def test_parameters_belong_to_the_objective_they_were_written_for() -> None:
     # dual-clip is grpo's: μ-GRPO has no such parameter, so it cannot be set by mistake
     assert load_config("grpo_mu4").algo.params.dual_clip == 3.0
-    with pytest.raises(ConfigError, match=r"dual_clip: not a parameter of algo.objective=mu_grpo \(MuGRPOParams\)"):
+    with pytest.raises(
+        ConfigError, match=r"dual_clip: not a parameter of algo.objective=mu_grpo \(MuGRPOParams\)"
+    ):
         load_config("mu_grpo", ["algo.dual_clip=3"])
     # a later layer that selects another objective starts from that objective's defaults
     assert load_config("grpo_mu4", ["algo.objective=mu_grpo"]).algo.params == MuGRPOParams()
     assert load_config("mu_grpo", ["algo.objective=grpo"]).algo.params == GRPOParams()
     # within one layer, order does not matter and parameters of the new objective apply
-    for overrides in (["algo.objective=grpo", "algo.clip_high=0.28"], ["algo.clip_high=0.28", "algo.objective=grpo"]):
+    for overrides in (
+        ["algo.objective=grpo", "algo.clip_high=0.28"],
+        ["algo.clip_high=0.28", "algo.objective=grpo"],
+    ):
         assert load_config("mu_grpo", overrides).algo.params == GRPOParams(clip_high=0.28)
     # the same objective again keeps the earlier layer's parameters
-    assert load_config("grpo_mu4", ["algo.objective=grpo", "algo.clip_low=0.1"]).algo.params == \
-        GRPOParams(clip_low=0.1, clip_high=0.2, dual_clip=3.0)
+    assert load_config("grpo_mu4", ["algo.objective=grpo", "algo.clip_low=0.1"]).algo.params == GRPOParams(
+        clip_low=0.1, clip_high=0.2, dual_clip=3.0
+    )
 
 
 def test_params_shorthand_nested_form_and_round_trip(tmp_path) -> None:
     short = load_config(None, ["algo.objective=m2po", "algo.mode=water_fill", "algo.min_clip_low=0.25"])
-    nested = load_config(None, ["algo.objective=m2po", "algo.params.mode=water_fill", "algo.params.min_clip_low=0.25"])
+    nested = load_config(
+        None, ["algo.objective=m2po", "algo.params.mode=water_fill", "algo.params.min_clip_low=0.25"]
+    )
     assert short == nested and short.algo.params.mode is M2POMode.WATER_FILL
     dumped = short.model_dump(mode="json")
-    assert dumped["algo"]["params"]["mode"] == "water_fill" and dumped["algo"]["params"]["aggregation"] == "token-mean"
+    assert (
+        dumped["algo"]["params"]["mode"] == "water_fill"
+        and dumped["algo"]["params"]["aggregation"] == "token-mean"
+    )
     import yaml
 
     path = tmp_path / "saved.yaml"
@@ -188,14 +221,26 @@ def test_code_task_takes_the_code_batch_unless_overridden() -> None:
     assert batch_plan(load_config(None, ["data.task=code"]))["prompts_per_stage (B_train)"] == 16 * 1024
 
 
-@pytest.mark.parametrize(("yaml_text", "needle"), [
-    ("algo:\n  objective: sgd\n", "algo.objective: unknown objective 'sgd'; valid names: agpo, conspo, grpo, m2po, mu_grpo, offpolicy_grpo"),
-    ("rollout:\n  engine: sglang\n", "rollout.engine: unknown rollout engine 'sglang'; valid names: dummy, hf, vllm"),
-    ("algo:\n  objective: grpo\n  params:\n    ratio_upper: 5\n",
-     "ratio_upper: not a parameter of algo.objective=grpo (GRPOParams); its parameters: aggregation"),
-])
-def test_unknown_names_in_a_yaml_file_are_one_line_listing_the_valid_ones(tmp_path, yaml_text: str,
-                                                                         needle: str) -> None:
+@pytest.mark.parametrize(
+    ("yaml_text", "needle"),
+    [
+        (
+            "algo:\n  objective: sgd\n",
+            "algo.objective: unknown objective 'sgd'; valid names: agpo, conspo, grpo, m2po, mu_grpo, offpolicy_grpo",
+        ),
+        (
+            "rollout:\n  engine: sglang\n",
+            "rollout.engine: unknown rollout engine 'sglang'; valid names: dummy, hf, vllm",
+        ),
+        (
+            "algo:\n  objective: grpo\n  params:\n    ratio_upper: 5\n",
+            "ratio_upper: not a parameter of algo.objective=grpo (GRPOParams); its parameters: aggregation",
+        ),
+    ],
+)
+def test_unknown_names_in_a_yaml_file_are_one_line_listing_the_valid_ones(
+    tmp_path, yaml_text: str, needle: str
+) -> None:
     path = tmp_path / "run.yaml"
     path.write_text(yaml_text)
     with pytest.raises(ConfigError) as err:
@@ -208,7 +253,8 @@ def test_a_plugin_engine_is_selectable_and_built_by_name(tmp_path, monkeypatch: 
     from mucode.rollout.factory import ENGINES, make_engine
 
     (tmp_path / "echo_engine.py").write_text(
-        "def build(model_path, **settings):\n    return ('echo-engine', model_path, settings['max_new_tokens'])\n")
+        "def build(model_path, **settings):\n    return ('echo-engine', model_path, settings['max_new_tokens'])\n"
+    )
     info = tmp_path / "echo_engine-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-engine\nVersion: 0.1\n")
@@ -230,6 +276,8 @@ def test_importing_the_config_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, mucode.config, mucode.algo.modes; assert 'torch' not in sys.modules, 'torch imported'; "
-            "mucode.config.load_config(None, ['algo.objective=grpo']); assert 'torch' in sys.modules")
+    code = (
+        "import sys, mucode.config, mucode.algo.modes; assert 'torch' not in sys.modules, 'torch imported'; "
+        "mucode.config.load_config(None, ['algo.objective=grpo']); assert 'torch' in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -19,8 +19,10 @@ def test_values_match_the_formulas_of_earlier_versions() -> None:
     for base in (0, 1, 42):
         for stage in (0, 3, 17):
             for rank in (0, 1, 7):
-                assert derive_seed(base, SeedPurpose.ROLLOUT_ENGINE, stage=stage, rank=rank) == \
-                    base + 7919 * stage + 104_729 * rank
+                assert (
+                    derive_seed(base, SeedPurpose.ROLLOUT_ENGINE, stage=stage, rank=rank)
+                    == base + 7919 * stage + 104_729 * rank
+                )
             assert derive_seed(base, SeedPurpose.MINIBATCH_ORDER, stage=stage) == base * 1_000_003 + stage
             assert derive_seed(base, SeedPurpose.PROMPT_ORDER, index=stage) == base * 1_000_003 + stage
         assert derive_seed(base, SeedPurpose.COLOCATED_ENGINE, rank=3) == base + 3

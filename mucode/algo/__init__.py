@@ -110,13 +110,17 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("group_token_scale", "zero_variance_rows"), "mucode.algo.groups"),
     **dict.fromkeys(("OFFPOLICY_GRPO", "OffPolicyGRPOParams"), "mucode.algo.offpolicy_grpo"),
     "loss_denominator": "mucode.algo.aggregation",
-    **dict.fromkeys(("OBJECTIVES", "get_objective", "objective_names", "register_objective"), "mucode.algo.catalog"),
+    **dict.fromkeys(
+        ("OBJECTIVES", "get_objective", "objective_names", "register_objective"), "mucode.algo.catalog"
+    ),
     **dict.fromkeys(("GRPO", "GRPOParams"), "mucode.algo.grpo"),
-    **dict.fromkeys(("M2PO", "M2POParams", "m2po_candidates", "m2po_greedy_keep", "m2po_water_level"),
-                    "mucode.algo.m2po"),
+    **dict.fromkeys(
+        ("M2PO", "M2POParams", "m2po_candidates", "m2po_greedy_keep", "m2po_water_level"), "mucode.algo.m2po"
+    ),
     **dict.fromkeys(("METRICS", "MetricSpec", "Reduce", "reduce_metrics"), "mucode.algo.metrics"),
-    **dict.fromkeys(("KLEstimator", "LossAggregation", "M2POMode", "StdEstimator", "VetoScope"),
-                    "mucode.algo.modes"),
+    **dict.fromkeys(
+        ("KLEstimator", "LossAggregation", "M2POMode", "StdEstimator", "VetoScope"), "mucode.algo.modes"
+    ),
     **dict.fromkeys(("MU_GRPO", "MuGRPOParams", "veto_mask"), "mucode.algo.mu_grpo"),
     **dict.fromkeys(("LossInputs", "Objective", "ObjectiveParams"), "mucode.algo.objective"),
     **dict.fromkeys(("log_ratio", "ratio"), "mucode.algo.ratios"),

@@ -46,8 +46,17 @@ from mucode.algo.metrics import MetricBuffer
 from mucode.algo.modes import KLEstimator
 from mucode.algo.objective import LossInputs, Objective, ObjectiveParams, clamped_surrogate
 
-__all__ = ["AGPO", "AGPOParams", "TemperatureEMA", "answer_key", "clip_eps", "dispersion", "skewness",
-           "uncertainty", "vote_entropy"]
+__all__ = [
+    "AGPO",
+    "AGPOParams",
+    "TemperatureEMA",
+    "answer_key",
+    "clip_eps",
+    "dispersion",
+    "skewness",
+    "uncertainty",
+    "vote_entropy",
+]
 
 PROBE_KEYS = ("probe_sigma", "probe_vote_entropy", "probe_skewness")
 """The per-prompt probe statistics the sampling controller stores and this objective reads."""
@@ -126,7 +135,9 @@ def vote_entropy(texts: Sequence[str]) -> float:
     return -sum(c / n * math.log(c / n) for c in counts.values()) if n else 0.0
 
 
-def uncertainty(sigma: float, h_vote: float, kappa: float, weights: tuple[float, float, float] = (1.0, 1.0, 0.0)) -> float:
+def uncertainty(
+    sigma: float, h_vote: float, kappa: float, weights: tuple[float, float, float] = (1.0, 1.0, 0.0)
+) -> float:
     """U = w_r·σ_p + w_e·H_vote + w_k·|κ|."""
     return weights[0] * sigma + weights[1] * h_vote + weights[2] * abs(kappa)
 
@@ -155,8 +166,15 @@ class TemperatureEMA:
         return max(self.low, min(self.high, self.base * (1.0 + self.gain * c)))
 
 
-def clip_eps(h_old: torch.Tensor, h_ref: float, h_vote: torch.Tensor, sigma: torch.Tensor, kl_ema: float,
-             kappa: torch.Tensor, p: AGPOParams) -> torch.Tensor:
+def clip_eps(
+    h_old: torch.Tensor,
+    h_ref: float,
+    h_vote: torch.Tensor,
+    sigma: torch.Tensor,
+    kl_ema: float,
+    kappa: torch.Tensor,
+    p: AGPOParams,
+) -> torch.Tensor:
     """Per-prompt ε (tensors of any common shape) by the official formula."""
     ratio = (h_old / (h_ref + 1e-8)).clamp(0.5, 1.5)
     num = p.clip_base * ratio * (1.0 + p.clip_vote * h_vote)
@@ -192,21 +210,28 @@ class AGPOParams(ObjectiveParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 0 < self.clip_min <= self.clip_base <= self.clip_max < 1:
-            raise ValueError(f"need 0 < clip_min <= clip_base <= clip_max < 1, got {self.clip_min}, "
-                             f"{self.clip_base}, {self.clip_max}")
+            raise ValueError(
+                f"need 0 < clip_min <= clip_base <= clip_max < 1, got {self.clip_min}, "
+                f"{self.clip_base}, {self.clip_max}"
+            )
         for name in ("entropy_momentum", "kl_momentum"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
 
 
-def _group_means(values: torch.Tensor, mask_float: torch.Tensor, groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _group_means(
+    values: torch.Tensor, mask_float: torch.Tensor, groups: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(per-row mean of ``values`` over its group's valid tokens [B], group index of each row [B])."""
     _, idx = torch.unique(groups, return_inverse=True)
     idx = idx.to(values.device)
     n = int(idx.max().item()) + 1 if idx.numel() else 0
     sums = torch.zeros(n, dtype=torch.float64, device=values.device).index_add_(
-        0, idx, (values.to(torch.float64) * mask_float).sum(dim=1))
-    tokens = torch.zeros(n, dtype=torch.float64, device=values.device).index_add_(0, idx, mask_float.to(torch.float64).sum(dim=1))
+        0, idx, (values.to(torch.float64) * mask_float).sum(dim=1)
+    )
+    tokens = torch.zeros(n, dtype=torch.float64, device=values.device).index_add_(
+        0, idx, mask_float.to(torch.float64).sum(dim=1)
+    )
     return (sums / tokens.clamp(min=1.0))[idx], idx
 
 
@@ -218,8 +243,10 @@ def _agpo_loss(
         raise ValueError("agpo needs the policy's token entropy (H_old): pass entropy= (the trainer does)")
     missing = [k for k in PROBE_KEYS if k not in x.row_data]
     if missing:
-        raise ValueError(f"agpo needs the probe statistics {', '.join(missing)} in row_data: run it with "
-                         "the agpo sampling controller (sampling.controller=agpo)")
+        raise ValueError(
+            f"agpo needs the probe statistics {', '.join(missing)} in row_data: run it with "
+            "the agpo sampling controller (sampling.controller=agpo)"
+        )
     with torch.no_grad():
         h_old, idx = _group_means(x.entropy, x.mask_float, x.groups)
         kl_step, _ = _group_means(-x.log_rho_detached, x.mask_float, x.groups)
@@ -228,7 +255,9 @@ def _agpo_loss(
         h_ref = float(x.state.get("agpo/entropy_ref", h_old_mean))
         kl_ema = float(x.state.get("agpo/kl_ema", 0.0))
         rd = {k: v.to(x.rho.device, torch.float64) for k, v in x.row_data.items()}
-        eps = clip_eps(h_old, h_ref, rd["probe_vote_entropy"], rd["probe_sigma"], kl_ema, rd["probe_skewness"], p)
+        eps = clip_eps(
+            h_old, h_ref, rd["probe_vote_entropy"], rd["probe_sigma"], kl_ema, rd["probe_skewness"], p
+        )
         eps = eps.to(x.rho.dtype)[:, None]
         a = x.advantages[:, None]
         low = torch.where(a > 0, torch.zeros_like(a), 1.0 - eps)
@@ -236,7 +265,9 @@ def _agpo_loss(
     loss = clamped_surrogate(x.rho, low, high, x.mask_float * (a * x.scale))
     if out is not None:
         with torch.no_grad():
-            first = torch.zeros(int(idx.max().item()) + 1 if idx.numel() else 0, dtype=torch.bool, device=idx.device)
+            first = torch.zeros(
+                int(idx.max().item()) + 1 if idx.numel() else 0, dtype=torch.bool, device=idx.device
+            )
             rows = []
             for i in range(idx.numel()):  # one row per live group
                 if bool(live[i]) and not bool(first[idx[i]]):
@@ -258,13 +289,17 @@ def _agpo_loss(
     return loss
 
 
-def _denominator(mask: torch.Tensor, p: AGPOParams, groups: torch.Tensor | None, rewards: torch.Tensor | None) -> float:
+def _denominator(
+    mask: torch.Tensor, p: AGPOParams, groups: torch.Tensor | None, rewards: torch.Tensor | None
+) -> float:
     if groups is None:
         raise ValueError("agpo averages per prompt: pass groups=")
     return group_count(mask, groups)
 
 
-def _scale(mask_float: torch.Tensor, groups: torch.Tensor | None, denominator: float, p: AGPOParams) -> torch.Tensor:
+def _scale(
+    mask_float: torch.Tensor, groups: torch.Tensor | None, denominator: float, p: AGPOParams
+) -> torch.Tensor:
     assert groups is not None
     return group_token_scale(mask_float, groups, denominator, dtype=mask_float.dtype)
 
@@ -275,9 +310,13 @@ def _state(state: Mapping[str, float], metrics: Mapping[str, float], p: AGPOPara
     if "agpo/entropy_old" in metrics:
         h = metrics["agpo/entropy_old"]
         old = state.get("agpo/entropy_ref")
-        out["agpo/entropy_ref"] = h if old is None else p.entropy_momentum * h + (1 - p.entropy_momentum) * old
+        out["agpo/entropy_ref"] = (
+            h if old is None else p.entropy_momentum * h + (1 - p.entropy_momentum) * old
+        )
     if "agpo/kl_step" in metrics:
-        out["agpo/kl_ema"] = p.kl_momentum * metrics["agpo/kl_step"] + (1 - p.kl_momentum) * state.get("agpo/kl_ema", 0.0)
+        out["agpo/kl_ema"] = p.kl_momentum * metrics["agpo/kl_step"] + (1 - p.kl_momentum) * state.get(
+            "agpo/kl_ema", 0.0
+        )
     return out
 
 

@@ -75,8 +75,9 @@ def conspo_margin(progress: float, margin: float, warmup: float) -> float:
 
 
 @torch.no_grad()
-def contrastive_groups(mask: torch.Tensor, groups: torch.Tensor, rewards: torch.Tensor,
-                       positive_reward: float) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], int]:
+def contrastive_groups(
+    mask: torch.Tensor, groups: torch.Tensor, rewards: torch.Tensor, positive_reward: float
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], int]:
     """([(positive rows, negative rows)] of each contrastive group, discarded groups) among rows with tokens."""
     live = mask.any(dim=1)
     pos = rewards.to(mask.device) >= positive_reward
@@ -93,13 +94,16 @@ def contrastive_groups(mask: torch.Tensor, groups: torch.Tensor, rewards: torch.
     return out, discarded
 
 
-def _denominator(mask: torch.Tensor, p: ConSPOParams, groups: torch.Tensor | None,
-                 rewards: torch.Tensor | None) -> float:
+def _denominator(
+    mask: torch.Tensor, p: ConSPOParams, groups: torch.Tensor | None, rewards: torch.Tensor | None
+) -> float:
     assert groups is not None and rewards is not None
     return float(len(contrastive_groups(mask, groups, rewards, p.positive_reward)[0]))
 
 
-def _scale(mask_float: torch.Tensor, groups: torch.Tensor | None, denominator: float, p: ConSPOParams) -> torch.Tensor:
+def _scale(
+    mask_float: torch.Tensor, groups: torch.Tensor | None, denominator: float, p: ConSPOParams
+) -> torch.Tensor:
     assert groups is not None
     return group_token_scale(mask_float, groups, denominator, dtype=mask_float.dtype)
 
@@ -133,7 +137,9 @@ def _conspo_loss(
             n = max(1, len(pairs))
             out.add("conspo/score_pos", sum(scores[q].mean().item() for q, _ in pairs) / n if pairs else 0.0)
             out.add("conspo/score_neg", sum(scores[r].mean().item() for _, r in pairs) / n if pairs else 0.0)
-            out.add("conspo/weight_mean", sum(weight[q].mean().item() for q, _ in pairs) / n if pairs else 0.0)
+            out.add(
+                "conspo/weight_mean", sum(weight[q].mean().item() for q, _ in pairs) / n if pairs else 0.0
+            )
     return loss
 
 

@@ -38,7 +38,9 @@ def zero_variance_rows(rewards: torch.Tensor, groups: torch.Tensor) -> torch.Ten
         return torch.zeros(0, dtype=torch.bool, device=rewards.device)
     r = rewards.to(torch.float64)
     big = torch.finfo(torch.float64).max
-    hi = torch.full((n,), -big, dtype=torch.float64, device=r.device).scatter_reduce_(0, idx, r, reduce="amax")
+    hi = torch.full((n,), -big, dtype=torch.float64, device=r.device).scatter_reduce_(
+        0, idx, r, reduce="amax"
+    )
     lo = torch.full((n,), big, dtype=torch.float64, device=r.device).scatter_reduce_(0, idx, r, reduce="amin")
     return (hi <= lo)[idx]
 
@@ -50,13 +52,15 @@ def group_count(mask: torch.Tensor, groups: torch.Tensor) -> float:
     if n == 0:
         return 0.0
     tokens = torch.zeros(n, dtype=torch.float64, device=mask.device).index_add_(
-        0, idx.to(mask.device), mask.to(torch.float64).sum(dim=1))
+        0, idx.to(mask.device), mask.to(torch.float64).sum(dim=1)
+    )
     return float((tokens > 0).sum().item())
 
 
 @torch.no_grad()
-def group_token_scale(mask_float: torch.Tensor, groups: torch.Tensor, denominator: float,
-                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def group_token_scale(
+    mask_float: torch.Tensor, groups: torch.Tensor, denominator: float, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """[B, 1] s_i = 1 / (T_g(i) · D): each group's tokens averaged, then D groups averaged.
 
     T_g is the number of valid tokens of the whole group of row i (in this call)."""

@@ -118,7 +118,9 @@ METRICS: dict[str, MetricSpec] = {
     "groups/zero_variance_frac": _mean("fraction of groups whose rewards are all equal", "groups/count"),
     "conspo/margin": MetricSpec("conspo: margin m_t of this update", Reduce.MAX),
     "conspo/groups": MetricSpec("conspo: groups with a positive and a negative", Reduce.SUM),
-    "conspo/discarded_groups": MetricSpec("conspo: groups without a positive or without a negative", Reduce.SUM),
+    "conspo/discarded_groups": MetricSpec(
+        "conspo: groups without a positive or without a negative", Reduce.SUM
+    ),
     "conspo/score_pos": _mean("conspo: mean length-normalized log-prob of positives", "conspo/groups"),
     "conspo/score_neg": _mean("conspo: mean length-normalized log-prob of negatives", "conspo/groups"),
     "conspo/weight_mean": _mean("conspo: mean staleness-correction weight of positives", "conspo/groups"),

@@ -141,8 +141,14 @@ class Objective(Generic[P]):
         """Whether a call with ``params`` must get ``groups`` and ``rewards`` (and hold whole groups)."""
         return self.uses_groups or params.mask_zero_variance
 
-    def denominator(self, response_mask: torch.Tensor, params: P | None = None, *,
-                    groups: torch.Tensor | None = None, rewards: torch.Tensor | None = None) -> float:
+    def denominator(
+        self,
+        response_mask: torch.Tensor,
+        params: P | None = None,
+        *,
+        groups: torch.Tensor | None = None,
+        rewards: torch.Tensor | None = None,
+    ) -> float:
         """The minibatch denominator to pass to every micro-batch call: zero-variance masking applied
         (if on), then the objective's ``denominator_fn`` or :func:`mucode.algo.loss_denominator`."""
         params = self._check_params(params)
@@ -188,15 +194,25 @@ class Objective(Generic[P]):
             why = "its loss reads groups" if self.uses_groups else "mask_zero_variance is on"
             raise ValueError(f"objective {self.name!r} needs groups= and rewards= ([B] each): {why}")
         if params.kl_coef > 0 and ref_logprobs is None:
-            raise ValueError(f"objective {self.name!r} has kl_coef={params.kl_coef}: pass ref_logprobs= "
-                             "(log π_ref of the sampled tokens, [B, T])")
+            raise ValueError(
+                f"objective {self.name!r} has kl_coef={params.kl_coef}: pass ref_logprobs= "
+                "(log π_ref of the sampled tokens, [B, T])"
+            )
         if not 0.0 <= progress <= 1.0:
             raise ValueError(f"progress must be in [0, 1] (update / total updates), got {progress}")
         mask = _masked(response_mask.to(torch.bool), params, groups, rewards)
-        inputs = self._inputs(logprobs, behaviour_logprobs, advantages, mask, params, denominator, groups, rewards)
-        inputs = replace(inputs, groups=groups, rewards=None if rewards is None else rewards.detach(),
-                         progress=float(progress), entropy=None if entropy is None else entropy.detach(),
-                         row_data=dict(row_data or {}), state=dict(state or {}))
+        inputs = self._inputs(
+            logprobs, behaviour_logprobs, advantages, mask, params, denominator, groups, rewards
+        )
+        inputs = replace(
+            inputs,
+            groups=groups,
+            rewards=None if rewards is None else rewards.detach(),
+            progress=float(progress),
+            entropy=None if entropy is None else entropy.detach(),
+            row_data=dict(row_data or {}),
+            state=dict(state or {}),
+        )
         buf: MetricBuffer | None = None
         if metrics:
             buf = MetricBuffer()
@@ -239,8 +255,16 @@ class Objective(Generic[P]):
         params = self._check_params(params)
         if self.prepare_fn is None:
             return {}
-        inputs = self._inputs(logprobs.detach(), behaviour_logprobs, advantages, response_mask.to(torch.bool), params,
-                              None, None, None)
+        inputs = self._inputs(
+            logprobs.detach(),
+            behaviour_logprobs,
+            advantages,
+            response_mask.to(torch.bool),
+            params,
+            None,
+            None,
+            None,
+        )
         return self.prepare_fn(inputs, params)
 
     def _check_params(self, params: P | None) -> P:
@@ -292,7 +316,9 @@ class Objective(Generic[P]):
             denominator = self.denominator(mask, params, groups=groups, rewards=rewards) or 1.0
         if self.scale_fn is not None:
             if not denominator > 0:
-                raise ValueError(f"denominator must be > 0, got {denominator}; compute it with objective.denominator()")
+                raise ValueError(
+                    f"denominator must be > 0, got {denominator}; compute it with objective.denominator()"
+                )
             scale = self.scale_fn(mask_float, groups, denominator, params).to(rho.dtype)
         else:
             scale = row_scale(
@@ -339,8 +365,9 @@ def signed_bounds(
     return low, high
 
 
-def _masked(mask: torch.Tensor, params: ObjectiveParams, groups: torch.Tensor | None,
-            rewards: torch.Tensor | None) -> torch.Tensor:
+def _masked(
+    mask: torch.Tensor, params: ObjectiveParams, groups: torch.Tensor | None, rewards: torch.Tensor | None
+) -> torch.Tensor:
     """``mask`` with the rows of zero-variance groups removed, when ``mask_zero_variance`` is on."""
     if not params.mask_zero_variance or groups is None or rewards is None:
         return mask
@@ -348,12 +375,15 @@ def _masked(mask: torch.Tensor, params: ObjectiveParams, groups: torch.Tensor | 
     return mask & ~flat[:, None]
 
 
-def _reference_term(x: LossInputs, ref_logprobs: torch.Tensor, p: ObjectiveParams,
-                    out: MetricBuffer | None) -> torch.Tensor:
+def _reference_term(
+    x: LossInputs, ref_logprobs: torch.Tensor, p: ObjectiveParams, out: MetricBuffer | None
+) -> torch.Tensor:
     """β · Σ kl_t · s_i over valid tokens, with the objective's row scale; logs ``kl/ref``."""
     assert x.logprobs is not None
     if ref_logprobs.shape != x.logprobs.shape:
-        raise ValueError(f"ref_logprobs {tuple(ref_logprobs.shape)} must match logprobs {tuple(x.logprobs.shape)}")
+        raise ValueError(
+            f"ref_logprobs {tuple(ref_logprobs.shape)} must match logprobs {tuple(x.logprobs.shape)}"
+        )
     d = ref_logprobs.detach().to(x.logprobs.dtype) - x.logprobs
     if p.kl_estimator is KLEstimator.K3:
         kl = torch.exp(d.clamp(max=p.max_abs_log_ratio or 20.0)) - d - 1.0
@@ -368,7 +398,9 @@ def _reference_term(x: LossInputs, ref_logprobs: torch.Tensor, p: ObjectiveParam
 
 
 @torch.no_grad()
-def _group_metrics(out: MetricBuffer, mask: torch.Tensor, groups: torch.Tensor, rewards: torch.Tensor) -> None:
+def _group_metrics(
+    out: MetricBuffer, mask: torch.Tensor, groups: torch.Tensor, rewards: torch.Tensor
+) -> None:
     live = mask.any(dim=1)
     if not bool(live.any()):
         out.add("groups/count", 0.0)

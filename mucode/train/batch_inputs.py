@@ -22,7 +22,9 @@ from mucode.train.store import StoredSample
 __all__ = ["pack_group_micro_batches", "row_inputs", "temperatures"]
 
 
-def pack_group_micro_batches(samples: Sequence[StoredSample], group_of: Sequence[int], budget: int) -> list[list[int]]:
+def pack_group_micro_batches(
+    samples: Sequence[StoredSample], group_of: Sequence[int], budget: int
+) -> list[list[int]]:
     """Indices of ``samples`` in micro-batches of whole groups (``group_of[i]``: sample i's group), packed
     greedily in group order so that rows × (longest prompt + longest response) stays within ``budget``."""
     order: dict[int, list[int]] = {}
@@ -53,14 +55,22 @@ def temperatures(rows: Sequence[StoredSample], default: float) -> list[float]:
     return out
 
 
-def row_inputs(rows: Sequence[StoredSample], group_of: Sequence[int], default_temperature: float,
-               device: torch.device | str) -> dict[str, object]:
+def row_inputs(
+    rows: Sequence[StoredSample],
+    group_of: Sequence[int],
+    default_temperature: float,
+    device: torch.device | str,
+) -> dict[str, object]:
     """``groups``, ``rewards`` and ``row_data`` keyword arguments of an objective call for ``rows``."""
     stats = [json.loads(s.sampling) if s.sampling else {} for s in rows]
     keys = sorted({k for st in stats for k, v in st.items() if isinstance(v, int | float)})
-    row_data = {k: torch.tensor([float(st.get(k, math.nan)) for st in stats], dtype=torch.float32, device=device)
-                for k in keys}
-    row_data["temperature"] = torch.tensor(temperatures(rows, default_temperature), dtype=torch.float32, device=device)
+    row_data = {
+        k: torch.tensor([float(st.get(k, math.nan)) for st in stats], dtype=torch.float32, device=device)
+        for k in keys
+    }
+    row_data["temperature"] = torch.tensor(
+        temperatures(rows, default_temperature), dtype=torch.float32, device=device
+    )
     return {
         "groups": torch.tensor(list(group_of), dtype=torch.long, device=device),
         "rewards": torch.tensor([float(s.reward) for s in rows], dtype=torch.float32, device=device),

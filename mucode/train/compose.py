@@ -122,9 +122,14 @@ class ReplayComposer:
         if update >= p.warmup_updates and self.buffer:
             k = min(len(self.buffer), round(p.replay_ratio * len(fresh_rollouts)))
             entries = list(self.buffer)
-            drawn = [entries[i] for i in draw_without_replacement([self.priority(e.sample) for e in entries], k, self._rng)]
-        replayed = [StoredGroup(group_id=-1 - i, prompt_id=e.sample.prompt_id, samples=[e.sample], replayed=True)
-                    for i, e in enumerate(drawn)]
+            drawn = [
+                entries[i]
+                for i in draw_without_replacement([self.priority(e.sample) for e in entries], k, self._rng)
+            ]
+        replayed = [
+            StoredGroup(group_id=-1 - i, prompt_id=e.sample.prompt_id, samples=[e.sample], replayed=True)
+            for i, e in enumerate(drawn)
+        ]
         metrics = self._metrics(fresh, kept, fresh_rollouts, drawn, update)
         for g in kept:
             for s in g.samples:
@@ -135,8 +140,14 @@ class ReplayComposer:
         metrics["replay/buffer_size"] = float(len(self.buffer))
         return kept + replayed, metrics
 
-    def _metrics(self, fresh: list[StoredGroup], kept: list[StoredGroup], fresh_rollouts: list[StoredSample],
-                 drawn: list[_Entry], update: int) -> dict[str, float]:
+    def _metrics(
+        self,
+        fresh: list[StoredGroup],
+        kept: list[StoredGroup],
+        fresh_rollouts: list[StoredSample],
+        drawn: list[_Entry],
+        update: int,
+    ) -> dict[str, float]:
         ages = [update - e.birth for e in drawn]
         buffer_ages = [update - e.birth for e in self.buffer]
         priorities = [self.priority(e.sample) for e in self.buffer]
@@ -159,7 +170,21 @@ def _flat(group: StoredGroup) -> bool:
     return len(set(rewards)) <= 1
 
 
-COMPOSERS.register("fresh", Component("fresh", FreshParams, lambda params, seed: FreshComposer(),
-                                      "each update's minibatch as the store gives it"))
-COMPOSERS.register("replay", Component("replay", ReplayParams, lambda params, seed: ReplayComposer(params, seed),
-                                       "rollout-level advantage-prioritized replay, age eviction in updates"))
+COMPOSERS.register(
+    "fresh",
+    Component(
+        "fresh",
+        FreshParams,
+        lambda params, seed: FreshComposer(),
+        "each update's minibatch as the store gives it",
+    ),
+)
+COMPOSERS.register(
+    "replay",
+    Component(
+        "replay",
+        ReplayParams,
+        lambda params, seed: ReplayComposer(params, seed),
+        "rollout-level advantage-prioritized replay, age eviction in updates",
+    ),
+)

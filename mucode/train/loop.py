@@ -68,22 +68,30 @@ class StageClock:
 
 
 def run_training(
-    cfg: MucodeConfig, *, resume: bool = False, records: list[TaskRecord] | None = None,
-    verifier: Verifier | None = None, engine_factory: EngineFactory | None = None, on_update: UpdateHook = _no_hook,
+    cfg: MucodeConfig,
+    *,
+    resume: bool = False,
+    records: list[TaskRecord] | None = None,
+    verifier: Verifier | None = None,
+    engine_factory: EngineFactory | None = None,
+    on_update: UpdateHook = _no_hook,
 ) -> RunResult:
     """Run (or resume) the staged trainer described by ``cfg``; returns where its outputs are.
 
     ``verifier``: score through it (the caller closes it; default :func:`open_verifier`); ``engine_factory``:
     the engine of each stage (default: ``rollout.engine``); ``on_update``: see :data:`UpdateHook`."""
-    run = prepare_run(cfg, init_distributed(cfg.train.device), resume=resume, records=records,
-                      engine_factory=engine_factory)
+    run = prepare_run(
+        cfg, init_distributed(cfg.train.device), resume=resume, records=records, engine_factory=engine_factory
+    )
     with contextlib.ExitStack() as stack:
         stack.callback(run.close)
         verify = verifier if verifier is not None else stack.enter_context(open_verifier(cfg))
         while run.state.stage < cfg.batch.num_stages:
             clock = StageClock(run.state.stage)
             rollout = generate(run, clock, verify)
-            store = StageStore.open(stage_dir(run.run_dir, clock.stage))  # checksums verified: corrupt stops here
+            store = StageStore.open(
+                stage_dir(run.run_dir, clock.stage)
+            )  # checksums verified: corrupt stops here
             recent_rewards = optimize(run, clock, store, verify, on_update)
             hand_over(run, clock, store, rollout, recent_rewards)
         finish(run, verify)
@@ -94,7 +102,9 @@ def stage_dir(run_dir: Path, stage: int) -> Path:
     return run_dir / "stages" / f"stage-{stage:04d}"
 
 
-def stage_prompts(records: list[TaskRecord], stage: int, per_stage: int, seed: int) -> list[tuple[int, TaskRecord]]:
+def stage_prompts(
+    records: list[TaskRecord], stage: int, per_stage: int, seed: int
+) -> list[tuple[int, TaskRecord]]:
     """The (slot, record) pairs of ``stage``: slots ``stage*per_stage …`` of a seeded, repeating order.
 
     Each pass over the data set (epoch) has its own shuffle, made once: O(per_stage + n) per stage."""
@@ -133,54 +143,89 @@ def _rollouts(run: TrainingRun, k: int, prompts: int, store_dir: Path, verify: V
     from mucode.data.prompts import render_prompt
 
     slots = stage_prompts(run.records, k, prompts, run.cfg.data.shuffle_seed)
-    rendered = [(slot, record, render_prompt(run.tokenizer, record)) for slot, record in slots]  # lengths checked
+    rendered = [
+        (slot, record, render_prompt(run.tokenizer, record)) for slot, record in slots
+    ]  # lengths checked
     behaviour = run.run_dir / "policy" / f"stage-{k - 1:04d}" if k > 0 else Path(run.base_path)
-    return run.rollout.run(k, rendered, store_dir, verify.pipeline, policy_path=behaviour,
-                           show_progress=run.cfg.train.progress)
+    return run.rollout.run(
+        k, rendered, store_dir, verify.pipeline, policy_path=behaviour, show_progress=run.cfg.train.progress
+    )
 
 
 # ── 3. optimize: μ minibatches of B_mini groups streamed from the store ─────────────────────────────
-def optimize(run: TrainingRun, clock: StageClock, store: StageStore, verify: Verifier,
-             on_update: UpdateHook) -> list[float]:
+def optimize(
+    run: TrainingRun, clock: StageClock, store: StageStore, verify: Verifier, on_update: UpdateHook
+) -> list[float]:
     """The stage's remaining updates; returns this invocation's training rewards, one per update."""
     state, b, k = run.state, run.cfg.batch, clock.stage
     opt_start, eval_before = time.perf_counter(), run.evaluator.seconds
     remaining = b.updates_per_stage - state.update_in_stage
-    bar = tqdm(total=b.updates_per_stage, initial=state.update_in_stage, desc=f"stage {k} optimize", unit="update",
-               disable=not run.output.show_progress, dynamic_ncols=True, leave=False)
+    bar = tqdm(
+        total=b.updates_per_stage,
+        initial=state.update_in_stage,
+        desc=f"stage {k} optimize",
+        unit="update",
+        disable=not run.output.show_progress,
+        dynamic_ncols=True,
+        leave=False,
+    )
     recent_rewards: list[float] = []
     seed = derive_seed(run.cfg.train.seed, SeedPurpose.MINIBATCH_ORDER, stage=k)
     run.updater.begin_stage(k)  # resets the reference policy when due
-    for minibatch in store.minibatches(b.prompts_per_update, seed=seed, start=state.update_in_stage,
-                                       count=b.updates_per_stage):
-        metrics = run.updater.step(minibatch, update=state.global_update,
-                                   progress=state.global_update / (b.updates_per_stage * b.num_stages))
+    for minibatch in store.minibatches(
+        b.prompts_per_update, seed=seed, start=state.update_in_stage, count=b.updates_per_stage
+    ):
+        metrics = run.updater.step(
+            minibatch,
+            update=state.global_update,
+            progress=state.global_update / (b.updates_per_stage * b.num_stages),
+        )
         state.update_in_stage += 1
         state.global_update += 1
         recent_rewards.append(metrics.get("reward/mean", math.nan))
-        run.output.log_update({"stage": k, "update": state.global_update, "update_in_stage": state.update_in_stage,
-                               **metrics})
+        run.output.log_update(
+            {"stage": k, "update": state.global_update, "update_in_stage": state.update_in_stage, **metrics}
+        )
         bar.update(1)
-        bar.set_postfix(reward=f"{metrics.get('reward/mean', math.nan):.3f}",
-                        veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}", refresh=False)
-        if state.global_update % run.cfg.train.checkpoint_every == 0 and state.update_in_stage < b.updates_per_stage:
+        bar.set_postfix(
+            reward=f"{metrics.get('reward/mean', math.nan):.3f}",
+            veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}",
+            refresh=False,
+        )
+        if (
+            state.global_update % run.cfg.train.checkpoint_every == 0
+            and state.update_in_stage < b.updates_per_stage
+        ):
             run.checkpoint()  # the stage-end checkpoint is the hand-over's
         if run.evaluator.due(state.global_update):
-            run.evaluator.run(run.model, run.tokenizer, verify.urls, state.global_update, run.output,
-                              since_start=state.times.get("time/total", 0.0) + time.perf_counter() - clock.start,
-                              eval_so_far=state.times.get("time/eval", 0.0) + run.evaluator.seconds - eval_before)
+            run.evaluator.run(
+                run.model,
+                run.tokenizer,
+                verify.urls,
+                state.global_update,
+                run.output,
+                since_start=state.times.get("time/total", 0.0) + time.perf_counter() - clock.start,
+                eval_so_far=state.times.get("time/eval", 0.0) + run.evaluator.seconds - eval_before,
+            )
         on_update(state)
     bar.close()
     if remaining > 0 and state.update_in_stage != b.updates_per_stage:
-        raise RuntimeError(f"stage {k} ended after {state.update_in_stage} updates, expected {b.updates_per_stage}")
+        raise RuntimeError(
+            f"stage {k} ended after {state.update_in_stage} updates, expected {b.updates_per_stage}"
+        )
     clock.times["time/eval"] = run.evaluator.seconds - eval_before
     clock.times["time/optimize"] = time.perf_counter() - opt_start - clock.times["time/eval"]
     return recent_rewards
 
 
 # ── 4. hand over β_{k+1} (HF export, or in memory for short stages); checkpoint if due ──────────────
-def hand_over(run: TrainingRun, clock: StageClock, store: StageStore, rollout: dict[str, float],
-              recent_rewards: list[float]) -> None:
+def hand_over(
+    run: TrainingRun,
+    clock: StageClock,
+    store: StageStore,
+    rollout: dict[str, float],
+    recent_rewards: list[float],
+) -> None:
     """Export (or keep in memory) the stage's policy, record the stage, move the run to the next one."""
     state, k, times = run.state, clock.stage, clock.times
     hand_start = time.perf_counter()
@@ -189,8 +234,14 @@ def hand_over(run: TrainingRun, clock: StageClock, store: StageStore, rollout: d
     best = run.evaluator.best
     run.output.prune_policies(best["update"] if best else None)
     times["time/total"] = time.perf_counter() - clock.start
-    record = stage_record(k, state.update_in_stage, rollout or store.meta.get("rollout", {}), store.num_rows,
-                          times, recent_rewards)
+    record = stage_record(
+        k,
+        state.update_in_stage,
+        rollout or store.meta.get("rollout", {}),
+        store.num_rows,
+        times,
+        recent_rewards,
+    )
     state.stage_times = [r for r in state.stage_times if r["stage"] != k] + [record]
     for key, value in times.items():
         state.times[key] = state.times.get(key, 0.0) + value
@@ -209,27 +260,42 @@ def finish(run: TrainingRun, verify: Verifier) -> None:
     last = state.global_update
     if cfg.eval.benchmarks and not evaluator.due(last) and not evaluator.done(last):
         before = evaluator.seconds
-        evaluator.run(run.model, run.tokenizer, verify.urls, last, run.output,
-                      since_start=state.times.get("time/total", 0.0), eval_so_far=state.times.get("time/eval", 0.0))
+        evaluator.run(
+            run.model,
+            run.tokenizer,
+            verify.urls,
+            last,
+            run.output,
+            since_start=state.times.get("time/total", 0.0),
+            eval_so_far=state.times.get("time/eval", 0.0),
+        )
         state.times["time/eval"] = state.times.get("time/eval", 0.0) + evaluator.seconds - before
     if final_pending(cfg, run.run_dir):  # train.final_rollout_prompts
-        final = _rollouts(run, cfg.batch.num_stages, cfg.train.final_rollout_prompts, final_dir(run.run_dir), verify)
+        final = _rollouts(
+            run, cfg.batch.num_stages, cfg.train.final_rollout_prompts, final_dir(run.run_dir), verify
+        )
         run.output.log_event("final", {**final, "update": state.global_update})
-        run.output.say(f"final policy: reward {final['reward/rollout_mean']:.3f} on "
-                       f"{int(final['rollout/responses'])} fresh responses")
+        run.output.say(
+            f"final policy: reward {final['reward/rollout_mean']:.3f} on "
+            f"{int(final['rollout/responses'])} fresh responses"
+        )
 
 
 def summarize(run: TrainingRun) -> RunResult:
     """The run's totals and summary table (printed and saved by rank 0)."""
     state = run.state
     # engine switches (trainer → engine → trainer) are counted by the stage stores, which survive crashes
-    state.engine_switches = 2 * sum(int(StoreManifest.read(p.parent).meta.get("engine_starts", 1))
-                                    for p in sorted((run.run_dir / "stages").glob("stage-*/manifest.json")))
+    state.engine_switches = 2 * sum(
+        int(StoreManifest.read(p.parent).meta.get("engine_starts", 1))
+        for p in sorted((run.run_dir / "stages").glob("stage-*/manifest.json"))
+    )
     totals = {**run_totals(state, time.perf_counter() - run.started, run.base_path), **run.data_counts}
     if StageStore.is_complete(final_dir(run.run_dir)):
         final_stats = StageStore.open(final_dir(run.run_dir)).meta.get("rollout", {})
         totals["reward/final_mean"] = final_stats.get("reward/rollout_mean")
-        totals["final"] = {k: final_stats.get(k) for k in ("reward/rollout_mean", "verifier/masked", "time/rollout",
-                                                           "time/verify")}
+        totals["final"] = {
+            k: final_stats.get(k)
+            for k in ("reward/rollout_mean", "verifier/masked", "time/rollout", "time/verify")
+        }
     summary = run.output.write_summary(state.stage_times, totals)
     return RunResult(run_dir=run.run_dir, state=state, summary=summary)

@@ -23,17 +23,22 @@ from mucode.train.reference import ReferencePolicy
 __all__ = ["build_method_parts"]
 
 
-def build_method_parts(cfg: MucodeConfig, model: nn.Module, info: DistInfo, precision: Precision,
-                       pad_token_id: int) -> tuple[BatchComposer, ReferencePolicy | None, dict[str, float]]:
+def build_method_parts(
+    cfg: MucodeConfig, model: nn.Module, info: DistInfo, precision: Precision, pad_token_id: int
+) -> tuple[BatchComposer, ReferencePolicy | None, dict[str, float]]:
     """(composer, reference policy or None, the objective's initial state)."""
     objective = get_objective(cfg.algo.objective)
     composer: Any = COMPOSERS.get(cfg.compose.composer).build(
-        cfg.compose.params, derive_seed(cfg.train.seed, SeedPurpose.REPLAY))
+        cfg.compose.params, derive_seed(cfg.train.seed, SeedPurpose.REPLAY)
+    )
     if not isinstance(composer, FreshComposer) and objective.uses_groups:
-        raise ValueError(f"compose.composer={cfg.compose.composer} trains on single replayed rollouts, but "
-                         f"algo.objective={cfg.algo.objective} reads whole groups; use compose.composer=fresh")
+        raise ValueError(
+            f"compose.composer={cfg.compose.composer} trains on single replayed rollouts, but "
+            f"algo.objective={cfg.algo.objective} reads whole groups; use compose.composer=fresh"
+        )
     reference = None
     if cfg.algo.params.kl_coef > 0:
-        reference = ReferencePolicy(model, info, precision, reset_every=cfg.reference.reset_every_stages,
-                                    pad_token_id=pad_token_id)
+        reference = ReferencePolicy(
+            model, info, precision, reset_every=cfg.reference.reset_every_stages, pad_token_id=pad_token_id
+        )
     return composer, reference, {}

@@ -48,7 +48,9 @@ from mucode.train.store import StoredGroup, StoredSample
 __all__ = ["Updater", "make_optimizer", "pack_micro_batches"]
 
 
-def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+def make_optimizer(
+    model: nn.Module, cfg: OptimConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (no weight decay on biases and norms) with a constant lr after optional linear warm-up."""
     decay: list[nn.Parameter] = []
     no_decay: list[nn.Parameter] = []
@@ -57,7 +59,9 @@ def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Opti
             (no_decay if p.dim() < 2 or "norm" in name.lower() else decay).append(p)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), foreach=False,
+        lr=cfg.lr,
+        betas=(cfg.betas[0], cfg.betas[1]),
+        foreach=False,
     )
     warmup = cfg.warmup_updates
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -68,7 +72,10 @@ def make_optimizer(model: nn.Module, cfg: OptimConfig) -> tuple[torch.optim.Opti
 
 def pack_micro_batches(samples: Sequence[StoredSample], budget: int) -> list[list[int]]:
     """Indices of ``samples`` grouped so that rows × (longest prompt + longest response) ≤ budget."""
-    order = sorted(range(len(samples)), key=lambda i: (len(samples[i].prompt_tokens) + len(samples[i].response_tokens), i))
+    order = sorted(
+        range(len(samples)),
+        key=lambda i: (len(samples[i].prompt_tokens) + len(samples[i].response_tokens), i),
+    )
     batches: list[list[int]] = []
     current: list[int] = []
     width_p = width_r = 0
@@ -95,8 +102,16 @@ def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
 class Updater:
     """Makes one optimizer update from one minibatch of stored groups."""
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: MucodeConfig,
-                 info: DistInfo, *, pad_token_id: int) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        cfg: MucodeConfig,
+        info: DistInfo,
+        *,
+        pad_token_id: int,
+    ) -> None:
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -112,15 +127,22 @@ class Updater:
         precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         # FSDP's MixedPrecision casts the parameters itself; elsewhere autocast gives the same split
         self.precision = Precision() if self.fsdp else precision
-        self.composer, self.reference, self.state = build_method_parts(cfg, model, info, self.precision, pad_token_id)
+        self.composer, self.reference, self.state = build_method_parts(
+            cfg, model, info, self.precision, pad_token_id
+        )
 
-    def _forward(self, samples: Sequence[StoredSample], with_entropy: bool,
-                 temps: Sequence[float] | None = None) -> Any:
+    def _forward(
+        self, samples: Sequence[StoredSample], with_entropy: bool, temps: Sequence[float] | None = None
+    ) -> Any:
         with self.precision.autocast(self.info.device):
-            return response_logprobs(self.model, [s.prompt_tokens for s in samples],
-                                     [s.response_tokens for s in samples],
-                                     self.temperature if temps is None else temps,
-                                     pad_token_id=self.pad_token_id, with_entropy=with_entropy)
+            return response_logprobs(
+                self.model,
+                [s.prompt_tokens for s in samples],
+                [s.response_tokens for s in samples],
+                self.temperature if temps is None else temps,
+                pad_token_id=self.pad_token_id,
+                with_entropy=with_entropy,
+            )
 
     def begin_stage(self, stage: int) -> None:
         """Called once at the start of each stage's updates: resets π_ref when ``reference`` says so."""
@@ -134,7 +156,9 @@ class Updater:
         groups, composed = self.composer.compose(groups, update)
         all_samples = [s for g in groups for s in g.samples]
         usable = [s for s in all_samples if not s.masked and s.response_tokens]
-        group_of = [gi for gi, g in enumerate(groups) for s in g.samples if not s.masked and s.response_tokens]
+        group_of = [
+            gi for gi, g in enumerate(groups) for s in g.samples if not s.masked and s.response_tokens
+        ]
         mine_groups = [(gi, g) for gi, g in enumerate(groups)][info.rank :: info.world_size]
         mine_of = [gi for gi, g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
         mine = [s for _, g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
@@ -144,13 +168,28 @@ class Updater:
             full_mask[i, :n] = True
         grouped = self.objective.needs_groups(self.params)
         extra = row_inputs(usable, group_of, self.temperature, "cpu") if grouped else {}
-        denominator = (self.objective.denominator(full_mask, self.params, groups=extra.get("groups"),  # type: ignore[arg-type]
-                                                  rewards=extra.get("rewards")) if usable else 0.0)  # type: ignore[arg-type]
+        denominator = (
+            self.objective.denominator(
+                full_mask,
+                self.params,
+                groups=extra.get("groups"),  # type: ignore[arg-type]
+                rewards=extra.get("rewards"),
+            )
+            if usable
+            else 0.0
+        )  # type: ignore[arg-type]
 
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        micro = (pack_group_micro_batches(mine, mine_of, self.budget) if grouped
-                 else pack_micro_batches(mine, self.budget)) if mine else []
+        micro = (
+            (
+                pack_group_micro_batches(mine, mine_of, self.budget)
+                if grouped
+                else pack_micro_batches(mine, self.budget)
+            )
+            if mine
+            else []
+        )
         with self.reference.on_device() if self.reference is not None else contextlib.nullcontext():
             parts, n_micro_all = self._accumulate(mine, mine_of, micro, denominator, grouped, progress)
         grad_norm = self._clip()
@@ -167,21 +206,32 @@ class Updater:
         fresh = [g for g in groups if not g.replayed]
         rewards = [s.reward for g in fresh for s in g.samples if not s.masked and s.response_tokens]
         metrics.update(composed)
-        metrics.update({
-            "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
-            "reward/frac_groups_all_equal": sum(
-                len({s.reward for s in g.samples if not s.masked}) <= 1 for g in fresh) / max(1, len(fresh)),
-            "batch/responses": len(usable),
-            "batch/masked_responses": len(all_samples) - len(usable),
-            "batch/micro_batches": n_micro_all,
-            "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
-            "optim/grad_norm": grad_norm,
-            "optim/lr": self.scheduler.get_last_lr()[0],
-        })
+        metrics.update(
+            {
+                "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
+                "reward/frac_groups_all_equal": sum(
+                    len({s.reward for s in g.samples if not s.masked}) <= 1 for g in fresh
+                )
+                / max(1, len(fresh)),
+                "batch/responses": len(usable),
+                "batch/masked_responses": len(all_samples) - len(usable),
+                "batch/micro_batches": n_micro_all,
+                "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
+                "optim/grad_norm": grad_norm,
+                "optim/lr": self.scheduler.get_last_lr()[0],
+            }
+        )
         return metrics
 
-    def _accumulate(self, mine: list[StoredSample], mine_of: list[int], micro: list[list[int]], denominator: float,
-                    grouped: bool, progress: float) -> tuple[list[dict[str, float]], int]:
+    def _accumulate(
+        self,
+        mine: list[StoredSample],
+        mine_of: list[int],
+        micro: list[list[int]],
+        denominator: float,
+        grouped: bool,
+        progress: float,
+    ) -> tuple[list[dict[str, float]], int]:
         """Forward and backward of this rank's micro-batches (gradients accumulate); their metrics."""
         info = self.info
         n_micro = len(micro)
@@ -198,14 +248,15 @@ class Updater:
         parts: list[dict[str, float]] = []
         for m in range(n_micro_all):
             if m >= n_micro or denominator <= 0:
-                if m < n_micro and not self.fsdp:  # nothing to learn from (ConSPO discarded every group): log why
+                if (
+                    m < n_micro and not self.fsdp
+                ):  # nothing to learn from (ConSPO discarded every group): log why
                     # (not under FSDP: an extra forward on some ranks only would desynchronise its collectives)
                     with torch.no_grad():
                         parts.append(self._call(mine, mine_of, micro[m], None, grouped, progress, None)[1])
                 self._dummy_backward()  # keeps FSDP's collectives in step across ranks
                 continue
-            loss, metrics = self._call(mine, mine_of, micro[m], denominator, grouped, progress,
-                                       prepared_full)
+            loss, metrics = self._call(mine, mine_of, micro[m], denominator, grouped, progress, prepared_full)
             (loss * scale).backward()
             parts.append(metrics)
 
@@ -216,8 +267,16 @@ class Updater:
                 dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
         return parts, n_micro_all
 
-    def _call(self, mine: list[StoredSample], mine_of: list[int], index: list[int], denominator: float | None,
-              grouped: bool, progress: float, prepared_full: dict[str, torch.Tensor] | None) -> tuple[Any, dict[str, float]]:
+    def _call(
+        self,
+        mine: list[StoredSample],
+        mine_of: list[int],
+        index: list[int],
+        denominator: float | None,
+        grouped: bool,
+        progress: float,
+        prepared_full: dict[str, torch.Tensor] | None,
+    ) -> tuple[Any, dict[str, float]]:
         """The objective on one micro-batch (rows ``index`` of this rank's responses): (loss, metrics)."""
         rows = [mine[i] for i in index]
         temps = temperatures(rows, self.temperature)
@@ -229,15 +288,30 @@ class Updater:
         prepared = None
         if prepared_full is not None:
             picks = torch.tensor(index, dtype=torch.long)
-            prepared = {k: (v[picks][:, :width] if v.dim() >= 2 else v[picks]).to(device)
-                        for k, v in prepared_full.items()}
-        extra: dict[str, Any] = row_inputs(rows, [mine_of[i] for i in index], self.temperature, device) if grouped else {}
+            prepared = {
+                k: (v[picks][:, :width] if v.dim() >= 2 else v[picks]).to(device)
+                for k, v in prepared_full.items()
+            }
+        extra: dict[str, Any] = (
+            row_inputs(rows, [mine_of[i] for i in index], self.temperature, device) if grouped else {}
+        )
         if self.reference is not None:
             extra["ref_logprobs"] = self.reference.logprobs(
-                [s.prompt_tokens for s in rows], [s.response_tokens for s in rows], temps).to(device)
-        return self.objective(out.logprobs, behaviour, advantages, out.mask, self.params,
-                              denominator=denominator, entropy=out.entropy, prepared=prepared,
-                              progress=min(1.0, max(0.0, progress)), state=self.state, **extra)
+                [s.prompt_tokens for s in rows], [s.response_tokens for s in rows], temps
+            ).to(device)
+        return self.objective(
+            out.logprobs,
+            behaviour,
+            advantages,
+            out.mask,
+            self.params,
+            denominator=denominator,
+            entropy=out.entropy,
+            prepared=prepared,
+            progress=min(1.0, max(0.0, progress)),
+            state=self.state,
+            **extra,
+        )
 
     def _clip(self) -> float:
         max_norm = self.grad_clip if self.grad_clip is not None else math.inf
@@ -274,4 +348,7 @@ class Updater:
         for i, s in enumerate(samples):
             mask[i, : len(s.response_tokens)] = True
         advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-        return {k: v.cpu() for k, v in self.objective.prepare(logprobs, behaviour, advantages, mask, self.params).items()}
+        return {
+            k: v.cpu()
+            for k, v in self.objective.prepare(logprobs, behaviour, advantages, mask, self.params).items()
+        }

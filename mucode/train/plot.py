@@ -20,10 +20,18 @@ __all__ = ["METHOD_PANELS", "PANELS", "plot_run"]
 # (file stem, title, metric keys drawn (first group present wins), y label)
 PANELS: list[tuple[str, str, list[list[str]], str]] = [
     ("reward", "Reward", [["reward/mean"]], "mean reward of the minibatch"),
-    ("veto_fraction", "Veto fraction", [["stale/veto_token_frac", "stale/veto_seq_frac"], ["stale/m2po_masked_token_frac"]],
-     "fraction vetoed (tokens, responses)"),
-    ("clip_fraction", "Clip fraction", [["stale/clip_frac_low", "stale/clip_frac_high", "stale/clip_frac_dual"]],
-     "fraction of tokens clipped"),
+    (
+        "veto_fraction",
+        "Veto fraction",
+        [["stale/veto_token_frac", "stale/veto_seq_frac"], ["stale/m2po_masked_token_frac"]],
+        "fraction vetoed (tokens, responses)",
+    ),
+    (
+        "clip_fraction",
+        "Clip fraction",
+        [["stale/clip_frac_low", "stale/clip_frac_high", "stale/clip_frac_dual"]],
+        "fraction of tokens clipped",
+    ),
     ("rho_neg_adv", "E[ρ | A<0]", [["stale/ratio_mean_neg_adv"]], "mean ratio on A<0 tokens"),
 ]
 
@@ -32,9 +40,18 @@ METHOD_PANELS: list[tuple[str, str, list[list[str]], str]] = [
     ("kl_ref", "KL to the reference policy", [["kl/ref"]], "KL(π_θ ‖ π_ref) per token"),
     ("zero_variance", "Zero-variance groups", [["groups/zero_variance_frac"]], "fraction of groups"),
     ("conspo_margin", "ConSPO margin", [["conspo/margin"]], "m_t"),
-    ("conspo_discarded", "ConSPO groups", [["conspo/discarded_groups", "conspo/groups"]], "groups per update"),
-    ("agpo_temperature", "AGPO temperature",
-     [["agpo/temperature_mean", "agpo/temperature_min", "agpo/temperature_max"]], "sampling temperature"),
+    (
+        "conspo_discarded",
+        "ConSPO groups",
+        [["conspo/discarded_groups", "conspo/groups"]],
+        "groups per update",
+    ),
+    (
+        "agpo_temperature",
+        "AGPO temperature",
+        [["agpo/temperature_mean", "agpo/temperature_min", "agpo/temperature_max"]],
+        "sampling temperature",
+    ),
     ("agpo_clip", "AGPO clip ε", [["agpo/clip_eps_mean", "agpo/clip_eps_min", "agpo/clip_eps_max"]], "ε"),
     ("replay_buffer", "Replay buffer", [["replay/buffer_size"]], "rollouts buffered"),
     ("replay_fraction", "Replayed fraction", [["replay/fraction"]], "replayed / trained rollouts"),
@@ -71,8 +88,15 @@ def _smooth(ys: list[float], window: int) -> list[float]:
     return out
 
 
-def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[float], title: str,
-          key_groups: list[list[str]], ylabel: str, stage_rewards: Sequence[tuple[float, float]] = ()) -> None:
+def _draw(
+    ax: Any,
+    rows: list[dict[str, Any]],
+    boundaries: list[float],
+    title: str,
+    key_groups: list[list[str]],
+    ylabel: str,
+    stage_rewards: Sequence[tuple[float, float]] = (),
+) -> None:
     keys = next((g for g in key_groups if any(_series(rows, k)[0] for k in g)), [])
     drawn = False
     for key in keys:
@@ -94,7 +118,14 @@ def _draw(ax: Any, rows: list[dict[str, Any]], boundaries: list[float], title: s
         ax.axvline(b, color="grey", linestyle="--", linewidth=0.8)
     if stage_rewards and keys == ["reward/mean"]:
         stage_xs, stage_ys = zip(*stage_rewards, strict=True)
-        ax.plot(stage_xs, stage_ys, "o", color="black", markersize=4, label="rollouts of β_k (and of the final policy)")
+        ax.plot(
+            stage_xs,
+            stage_ys,
+            "o",
+            color="black",
+            markersize=4,
+            label="rollouts of β_k (and of the final policy)",
+        )
         drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "not logged by this run", ha="center", va="center", transform=ax.transAxes)
@@ -124,11 +155,16 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     boundaries = [u + 0.5 for u in ends if u < last]
     # the reward of each stage's rollouts, drawn at the stage's first update
     starts = [0, *ends]
-    stage_rewards = [(starts[i] + 1, float(e["reward/rollout_mean"]))
-                     for i, e in enumerate(ev for ev in events if ev.get("event") == "stage")
-                     if isinstance(e.get("reward/rollout_mean"), int | float) and i < len(starts)]
-    stage_rewards += [(last + 1, float(e["reward/rollout_mean"])) for e in events
-                      if e.get("event") == "final" and isinstance(e.get("reward/rollout_mean"), int | float)]
+    stage_rewards = [
+        (starts[i] + 1, float(e["reward/rollout_mean"]))
+        for i, e in enumerate(ev for ev in events if ev.get("event") == "stage")
+        if isinstance(e.get("reward/rollout_mean"), int | float) and i < len(starts)
+    ]
+    stage_rewards += [
+        (last + 1, float(e["reward/rollout_mean"]))
+        for e in events
+        if e.get("event") == "final" and isinstance(e.get("reward/rollout_mean"), int | float)
+    ]
     out = run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -168,7 +204,7 @@ def _method_plots(plt: Any, rows: list[dict[str, Any]], boundaries: list[float],
         fig, axes = plt.subplots(rows_n, cols, figsize=(5.5 * cols, 3.5 * rows_n), squeeze=False)
         for ax, (_, title, keys, ylabel) in zip(axes.flat, logged, strict=False):
             _draw(ax, rows, boundaries, title, keys, ylabel)
-        for ax in list(axes.flat)[len(logged):]:
+        for ax in list(axes.flat)[len(logged) :]:
             ax.axis("off")
         fig.suptitle(f"{out.parent.name}: method diagnostics (dashed: stage boundaries)")
         fig.tight_layout()

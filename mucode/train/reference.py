@@ -37,11 +37,25 @@ def reset_due(stage: int, every: int | None) -> bool:
 class ReferencePolicy:
     """A frozen copy of the policy in host memory, used for ``ref_logprobs``."""
 
-    def __init__(self, model: nn.Module, info: DistInfo, precision: Precision, *, reset_every: int | None,
-                 pad_token_id: int) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        info: DistInfo,
+        precision: Precision,
+        *,
+        reset_every: int | None,
+        pad_token_id: int,
+    ) -> None:
         if is_fsdp(model):
-            raise ValueError("a reference policy (algo.kl_coef > 0) is not supported under FSDP; set algo.kl_coef=0")
-        self.info, self.precision, self.reset_every, self.pad_token_id = info, precision, reset_every, pad_token_id
+            raise ValueError(
+                "a reference policy (algo.kl_coef > 0) is not supported under FSDP; set algo.kl_coef=0"
+            )
+        self.info, self.precision, self.reset_every, self.pad_token_id = (
+            info,
+            precision,
+            reset_every,
+            pad_token_id,
+        )
         self.model = self._copy(model)
         self.resets = 0
 
@@ -78,9 +92,12 @@ class ReferencePolicy:
                 torch.cuda.empty_cache()
 
     @torch.no_grad()
-    def logprobs(self, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
-                 temperature: Any) -> torch.Tensor:
+    def logprobs(
+        self, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], temperature: Any
+    ) -> torch.Tensor:
         """[B, R] log π_ref of the responses (0 on padding), at the responses' temperatures."""
         with self.precision.autocast(self.info.device):
-            out = response_logprobs(self.model, prompts, responses, temperature, pad_token_id=self.pad_token_id)
+            out = response_logprobs(
+                self.model, prompts, responses, temperature, pad_token_id=self.pad_token_id
+            )
         return out.logprobs.float()

@@ -70,8 +70,16 @@ class RolloutStats:
         out = cls()
         for part in parts:
             other = cls(**part)  # type: ignore[arg-type]
-            for name in ("groups", "responses", "reward_sum", "scored", "masked", "resends", "truncated",
-                         "response_tokens"):
+            for name in (
+                "groups",
+                "responses",
+                "reward_sum",
+                "scored",
+                "masked",
+                "resends",
+                "truncated",
+                "response_tokens",
+            ):
                 setattr(out, name, getattr(out, name) + getattr(other, name))
             out.engine_starts = max(out.engine_starts, other.engine_starts)
             for key, n in other.statuses.items():
@@ -100,13 +108,21 @@ class RolloutStats:
         return out
 
 
-def _stored_group(slot: int, record: TaskRecord, samples: list[Sample], verdicts: GroupVerdicts,
-                  adv_std: str, adv_eps: float, temperature: float | None = None,
-                  sampling: dict[str, float] | None = None) -> StoredGroup:
+def _stored_group(
+    slot: int,
+    record: TaskRecord,
+    samples: list[Sample],
+    verdicts: GroupVerdicts,
+    adv_std: str,
+    adv_eps: float,
+    temperature: float | None = None,
+    sampling: dict[str, float] | None = None,
+) -> StoredGroup:
     rewards = torch.tensor([0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)])
     valid = torch.tensor([not m for m in verdicts.masked])
-    advantages = group_advantages(rewards, torch.zeros(len(samples), dtype=torch.long), std=adv_std,
-                                  eps=adv_eps, valid=valid).tolist()
+    advantages = group_advantages(
+        rewards, torch.zeros(len(samples), dtype=torch.long), std=adv_std, eps=adv_eps, valid=valid
+    ).tolist()
     per_sample_verify = verdicts.verify_s / max(1, len(samples))
     return StoredGroup(
         group_id=slot,
@@ -158,16 +174,40 @@ def generate_stage(
     stats = RolloutStats()
     todo = [p for p in prompts if p[0] not in writer.done_group_ids]
     by_slot: dict[int, TaskRecord] = {slot: record for slot, record, _ in todo}
-    plan = _plan(stage, controller, engine_factory, todo, samples_per_prompt, by_slot, pipeline, stats,
-                 max_engine_restarts, base_temperature)
-    bar = tqdm(total=len(todo), desc=f"stage {stage} rollout", unit="group", disable=not show_progress,
-               dynamic_ncols=True, leave=False)
+    plan = _plan(
+        stage,
+        controller,
+        engine_factory,
+        todo,
+        samples_per_prompt,
+        by_slot,
+        pipeline,
+        stats,
+        max_engine_restarts,
+        base_temperature,
+    )
+    bar = tqdm(
+        total=len(todo),
+        desc=f"stage {stage} rollout",
+        unit="group",
+        disable=not show_progress,
+        dynamic_ncols=True,
+        leave=False,
+    )
 
     def store(verdicts: GroupVerdicts) -> None:
         slot, samples = verdicts.key, verdicts.payload
         stats_of = plan.get(slot, {})
-        group = _stored_group(slot, by_slot[slot], samples, verdicts, adv_std, adv_eps,
-                              stats_of.get("temperature", base_temperature), stats_of)
+        group = _stored_group(
+            slot,
+            by_slot[slot],
+            samples,
+            verdicts,
+            adv_std,
+            adv_eps,
+            stats_of.get("temperature", base_temperature),
+            stats_of,
+        )
         writer.add(group)
         stats.groups += 1
         for s in group.samples:
@@ -180,7 +220,9 @@ def generate_stage(
             else:
                 stats.scored += 1
                 stats.reward_sum += s.reward
-        bar.set_postfix(reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked, refresh=False)
+        bar.set_postfix(
+            reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", masked=stats.masked, refresh=False
+        )
 
     def submit(group: list[Sample]) -> None:
         slot = int(group[0].prompt_id)
@@ -188,7 +230,8 @@ def generate_stage(
             for sample, logprobs in zip(group, rescore(group), strict=True):
                 sample.behaviour_logprobs = logprobs
         items: list[dict[str, Any]] = [
-            by_slot[slot].verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}") for s in group
+            by_slot[slot].verifier_item(s.response_text, item_id=f"s{stage}-g{slot}-r{s.sample_index}")
+            for s in group
         ]
         pipeline.submit(slot, items, payload=group)
         bar.update(1)
@@ -201,7 +244,9 @@ def generate_stage(
         factory = engine_factory
         if temperature is not None:
             if engine_at is None:
-                raise ValueError("the sampling controller sets per-prompt temperatures, but this engine cannot")
+                raise ValueError(
+                    "the sampling controller sets per-prompt temperatures, but this engine cannot"
+                )
             factory = functools.partial(engine_at, temperature)
         _run_engines(stage, factory, bucket, samples_per_prompt, submit, stats, max_engine_restarts)
     generated = time.perf_counter()
@@ -215,9 +260,15 @@ def generate_stage(
     return stats
 
 
-def _run_engines(stage: int, engine_factory: Callable[[], RolloutEngine], todo: list[tuple[int, TaskRecord, list[int]]],
-                 samples_per_prompt: int, submit: Callable[[list[Sample]], None], stats: RolloutStats,
-                 max_engine_restarts: int) -> None:
+def _run_engines(
+    stage: int,
+    engine_factory: Callable[[], RolloutEngine],
+    todo: list[tuple[int, TaskRecord, list[int]]],
+    samples_per_prompt: int,
+    submit: Callable[[list[Sample]], None],
+    stats: RolloutStats,
+    max_engine_restarts: int,
+) -> None:
     """Generate ``todo`` with an engine from ``engine_factory``, handing each group to ``submit``; after an
     :class:`EngineError` a new engine takes the prompts not yet submitted (at most ``max_engine_restarts``)."""
     submitted: set[int] = set()
@@ -230,24 +281,33 @@ def _run_engines(stage: int, engine_factory: Callable[[], RolloutEngine], todo: 
         engine = engine_factory()
         starts += 1
         stats.engine_starts += 1
-        stats.times["time/engine_start"] = stats.times.get("time/engine_start", 0.0) + time.perf_counter() - begin
+        stats.times["time/engine_start"] = (
+            stats.times.get("time/engine_start", 0.0) + time.perf_counter() - begin
+        )
         try:
-            for group in engine.generate([(str(slot), ids) for slot, _, ids in remaining], samples_per_prompt):
+            for group in engine.generate(
+                [(str(slot), ids) for slot, _, ids in remaining], samples_per_prompt
+            ):
                 submit(group)
                 submitted.add(int(group[0].prompt_id))
             return
         except EngineError as err:
             if starts > max_engine_restarts:
                 raise
-            logger.warning("stage %d: the engine failed (%s); starting a new one for the %d prompts left",
-                           stage, err, len(todo) - len(submitted))
+            logger.warning(
+                "stage %d: the engine failed (%s); starting a new one for the %d prompts left",
+                stage,
+                err,
+                len(todo) - len(submitted),
+            )
         finally:
             engine.close()  # release the engine: its memory (and, for vllm, its process) goes
             del engine
 
 
-def _buckets(todo: list[tuple[int, TaskRecord, list[int]]],
-             plan: dict[int, dict[str, float]]) -> list[tuple[float | None, list[tuple[int, TaskRecord, list[int]]]]]:
+def _buckets(
+    todo: list[tuple[int, TaskRecord, list[int]]], plan: dict[int, dict[str, float]]
+) -> list[tuple[float | None, list[tuple[int, TaskRecord, list[int]]]]]:
     """The prompts grouped by planned temperature (None: the engine's own), in first-seen order."""
     out: dict[float | None, list[tuple[int, TaskRecord, list[int]]]] = {}
     for prompt in todo:
@@ -255,21 +315,48 @@ def _buckets(todo: list[tuple[int, TaskRecord, list[int]]],
     return list(out.items())
 
 
-def _plan(stage: int, controller: SamplingController | None, engine_factory: Callable[[], RolloutEngine],
-          todo: list[tuple[int, TaskRecord, list[int]]], samples_per_prompt: int, by_slot: dict[int, TaskRecord],
-          pipeline: VerifyPipeline, stats: RolloutStats, max_engine_restarts: int,
-          base_temperature: float | None) -> dict[int, dict[str, float]]:
+def _plan(
+    stage: int,
+    controller: SamplingController | None,
+    engine_factory: Callable[[], RolloutEngine],
+    todo: list[tuple[int, TaskRecord, list[int]]],
+    samples_per_prompt: int,
+    by_slot: dict[int, TaskRecord],
+    pipeline: VerifyPipeline,
+    stats: RolloutStats,
+    max_engine_restarts: int,
+    base_temperature: float | None,
+) -> dict[int, dict[str, float]]:
     """The controller's plan for ``todo`` (after its probe, if it asks for one); {} without a controller."""
     if controller is None or not todo:
         return {}
-    probes = (_probe(stage, engine_factory, todo, controller.probe_samples or samples_per_prompt, by_slot,
-                     pipeline, stats, max_engine_restarts) if controller.probes else {})
+    probes = (
+        _probe(
+            stage,
+            engine_factory,
+            todo,
+            controller.probe_samples or samples_per_prompt,
+            by_slot,
+            pipeline,
+            stats,
+            max_engine_restarts,
+        )
+        if controller.probes
+        else {}
+    )
     return controller.plan([slot for slot, _, _ in todo], probes, base_temperature or 1.0)
 
 
-def _probe(stage: int, engine_factory: Callable[[], RolloutEngine], todo: list[tuple[int, TaskRecord, list[int]]],
-           samples: int, by_slot: dict[int, TaskRecord], pipeline: VerifyPipeline, stats: RolloutStats,
-           max_engine_restarts: int) -> dict[int, Probe]:
+def _probe(
+    stage: int,
+    engine_factory: Callable[[], RolloutEngine],
+    todo: list[tuple[int, TaskRecord, list[int]]],
+    samples: int,
+    by_slot: dict[int, TaskRecord],
+    pipeline: VerifyPipeline,
+    stats: RolloutStats,
+    max_engine_restarts: int,
+) -> dict[int, Probe]:
     """Sample ``samples`` responses per prompt with the stage's policy at its base temperature, score them,
     and return them per slot (never stored, never trained on)."""
     start = time.perf_counter()
@@ -278,8 +365,10 @@ def _probe(stage: int, engine_factory: Callable[[], RolloutEngine], todo: list[t
     def submit(group: list[Sample]) -> None:
         slot = int(group[0].prompt_id)
         texts[slot] = [s.response_text for s in group]
-        items: list[dict[str, Any]] = [by_slot[slot].verifier_item(s.response_text, item_id=f"p{stage}-g{slot}-r{s.sample_index}")
-                                       for s in group]
+        items: list[dict[str, Any]] = [
+            by_slot[slot].verifier_item(s.response_text, item_id=f"p{stage}-g{slot}-r{s.sample_index}")
+            for s in group
+        ]
         pipeline.submit(("probe", slot), items, payload=None)
 
     probe_stats = RolloutStats()

@@ -40,7 +40,14 @@ from mucode.train.precision import Precision
 from mucode.train.rollout_phase import RolloutStats, generate_stage
 from mucode.train.store import StageStore, StageWriter, StoreError, StoreManifest, merge_stores
 
-__all__ = ["EngineFactory", "StageRollout", "engine_shares_weights", "merge_rank_stores", "rank_store", "resolve_weight_sync"]
+__all__ = [
+    "EngineFactory",
+    "StageRollout",
+    "engine_shares_weights",
+    "merge_rank_stores",
+    "rank_store",
+    "resolve_weight_sync",
+]
 
 Prompt = tuple[int, TaskRecord, list[int]]
 EngineFactory = Callable[[int, Path, int], RolloutEngine]
@@ -55,7 +62,9 @@ def engine_shares_weights(cfg: MucodeConfig, model: nn.Module) -> bool:
 
 def resolve_weight_sync(cfg: MucodeConfig, model: nn.Module) -> Literal["disk", "memory"]:
     """``train.weight_sync`` made concrete for this run (see its docstring)."""
-    in_memory = engine_shares_weights(cfg, model) or (cfg.rollout.engine == "vllm" and not _is_sharded_tp(cfg))
+    in_memory = engine_shares_weights(cfg, model) or (
+        cfg.rollout.engine == "vllm" and not _is_sharded_tp(cfg)
+    )
     requested = cfg.train.weight_sync
     if requested == "memory" and not in_memory:
         raise ValueError(
@@ -79,8 +88,13 @@ def rank_store(store_dir: Path, rank: int) -> Path:
 
 def merge_rank_stores(store_dir: Path, *, stage: int, world_size: int, expected_groups: int) -> StoreManifest:
     """Rank 0, once every rank's store is complete: the stage's manifest listing every rank's shards."""
-    return merge_stores(store_dir, [rank_store(store_dir, rank) for rank in range(world_size)], stage=stage,
-                        expected_groups=expected_groups, meta=lambda parts: _merged_meta(parts, world_size))
+    return merge_stores(
+        store_dir,
+        [rank_store(store_dir, rank) for rank in range(world_size)],
+        stage=stage,
+        expected_groups=expected_groups,
+        meta=lambda parts: _merged_meta(parts, world_size),
+    )
 
 
 def _merged_meta(parts: list[StoreManifest], world_size: int) -> dict[str, Any]:
@@ -90,8 +104,14 @@ def _merged_meta(parts: list[StoreManifest], world_size: int) -> dict[str, Any]:
         meta = {**part.meta, **meta}
     stats = RolloutStats.merged([p.meta.get("rollout_stats", RolloutStats().to_dict()) for p in parts])
     meta.pop("rank", None)
-    meta.update({"rollout": stats.as_metrics(), "rollout_stats": stats.to_dict(), "world_size": world_size,
-                 "engine_starts": max(int(p.meta.get("engine_starts", 1)) for p in parts)})
+    meta.update(
+        {
+            "rollout": stats.as_metrics(),
+            "rollout_stats": stats.to_dict(),
+            "world_size": world_size,
+            "engine_starts": max(int(p.meta.get("engine_starts", 1)) for p in parts),
+        }
+    )
     return meta
 
 
@@ -103,35 +123,66 @@ def _check_layout(store_dir: Path, world: int) -> None:
     started_alone = (store_dir / "manifest.json").exists()
     if (world > 1 and started_alone) or (world == 1 and ranks) or (ranks and ranks[-1] >= world):
         by = "one process" if started_alone else f"torchrun with {ranks[-1] + 1}+ ranks"
-        raise StoreError(f"{store_dir} was started by {by}; finish it with the same number of ranks, "
-                         f"or delete {store_dir} to regenerate the stage")
+        raise StoreError(
+            f"{store_dir} was started by {by}; finish it with the same number of ranks, "
+            f"or delete {store_dir} to regenerate the stage"
+        )
 
 
 class StageRollout:
     """Runs phase 1–2 of each stage for the loop; holds a long-lived engine when weights sync in memory."""
 
-    def __init__(self, cfg: MucodeConfig, info: DistInfo, model: nn.Module, optimizer: torch.optim.Optimizer,
-                 tokenizer: Any, *, engine_factory: EngineFactory | None = None) -> None:
-        self.cfg, self.info, self.model, self.optimizer, self.tokenizer = cfg, info, model, optimizer, tokenizer
+    def __init__(
+        self,
+        cfg: MucodeConfig,
+        info: DistInfo,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        tokenizer: Any,
+        *,
+        engine_factory: EngineFactory | None = None,
+    ) -> None:
+        self.cfg, self.info, self.model, self.optimizer, self.tokenizer = (
+            cfg,
+            info,
+            model,
+            optimizer,
+            tokenizer,
+        )
         self.engine_factory = engine_factory
         self.precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         self.shares_weights = engine_shares_weights(cfg, model)
         self.weight_sync = resolve_weight_sync(cfg, model)
         if cfg.algo.recompute_behaviour_logprobs and is_wrapped(model):
-            raise ValueError("algo.recompute_behaviour_logprobs needs the full model on every rank; under FSDP the "
-                             "ranks generate independently. Set algo.recompute_behaviour_logprobs=false")
+            raise ValueError(
+                "algo.recompute_behaviour_logprobs needs the full model on every rank; under FSDP the "
+                "ranks generate independently. Set algo.recompute_behaviour_logprobs=false"
+            )
         if info.enabled and cfg.rollout.engine == "vllm" and _is_sharded_tp(cfg):
-            raise ValueError("under torchrun each rank runs one vLLM engine on its own GPU: set "
-                             "rollout.tensor_parallel_size=1 and rollout.data_parallel_size=1")
+            raise ValueError(
+                "under torchrun each rank runs one vLLM engine on its own GPU: set "
+                "rollout.tensor_parallel_size=1 and rollout.data_parallel_size=1"
+            )
         self._colocated: Any = None
         self.controller = SAMPLERS.get(cfg.sampling.controller).build(
-            cfg.sampling.params, derive_seed(cfg.rollout.seed, SeedPurpose.SAMPLING))
+            cfg.sampling.params, derive_seed(cfg.rollout.seed, SeedPurpose.SAMPLING)
+        )
         if cfg.sampling.controller != "fixed" and not self.shares_weights and engine_factory is None:
-            raise ValueError(f"sampling.controller={cfg.sampling.controller} sets a temperature per prompt, which "
-                             "needs the hf engine sharing the trainer's weights (rollout.engine=hf, no FSDP)")
+            raise ValueError(
+                f"sampling.controller={cfg.sampling.controller} sets a temperature per prompt, which "
+                "needs the hf engine sharing the trainer's weights (rollout.engine=hf, no FSDP)"
+            )
 
-    def run(self, stage: int, prompts: list[Prompt], store_dir: Path, pipeline: Any, *, policy_path: Path,
-            show_progress: bool) -> dict[str, float]:
+    def run(
+        self,
+        stage: int,
+        prompts: list[Prompt],
+        store_dir: Path,
+        pipeline: Any,
+        *,
+        policy_path: Path,
+        show_progress: bool,
+    ) -> dict[str, float]:
         """Generate, verify and store this rank's share of ``prompts``; the stage's rollout metrics."""
         info, world = self.info, self.info.world_size
         mine = [p for p in prompts if p[0] % world == info.rank]
@@ -141,8 +192,13 @@ class StageRollout:
             writer = self._writer(target, stage, len(mine), policy_path)
             stats = self._generate(stage, mine, writer, pipeline, policy_path, show_progress)
             restarts = max(0, stats.engine_starts - 1)  # the first start is counted when the store opens
-            writer.finish(extra_meta={"rollout": stats.as_metrics(), "rollout_stats": stats.to_dict(),
-                                      "engine_starts": int(writer.meta.get("engine_starts", 1)) + restarts})
+            writer.finish(
+                extra_meta={
+                    "rollout": stats.as_metrics(),
+                    "rollout_stats": stats.to_dict(),
+                    "engine_starts": int(writer.meta.get("engine_starts", 1)) + restarts,
+                }
+            )
         if world > 1:
             barrier(info)
             if info.is_main:
@@ -155,16 +211,39 @@ class StageRollout:
         if (path / "manifest.json").exists():
             writer = StageWriter.resume(path, groups_per_shard=groups_per_shard)
             writer.update_meta({"engine_starts": int(writer.meta.get("engine_starts", 0)) + 1})
-            print(f"stage {stage}: finishing an interrupted store {path.name} "
-                  f"({writer.groups_written}/{expected} groups kept)", flush=True)
+            print(
+                f"stage {stage}: finishing an interrupted store {path.name} "
+                f"({writer.groups_written}/{expected} groups kept)",
+                flush=True,
+            )
             return writer
-        behaviour = str(policy_path) if self.weight_sync == "disk" or stage == 0 else f"in memory (after stage {stage - 1})"
-        return StageWriter.create(path, stage=stage, expected_groups=expected, groups_per_shard=groups_per_shard,
-                                  meta={"policy": behaviour, "engine_starts": 1,
-                                        "rank": self.info.rank, "world_size": self.info.world_size})
+        behaviour = (
+            str(policy_path)
+            if self.weight_sync == "disk" or stage == 0
+            else f"in memory (after stage {stage - 1})"
+        )
+        return StageWriter.create(
+            path,
+            stage=stage,
+            expected_groups=expected,
+            groups_per_shard=groups_per_shard,
+            meta={
+                "policy": behaviour,
+                "engine_starts": 1,
+                "rank": self.info.rank,
+                "world_size": self.info.world_size,
+            },
+        )
 
-    def _generate(self, stage: int, prompts: list[Prompt], writer: StageWriter, pipeline: Any, policy_path: Path,
-                  show_progress: bool) -> RolloutStats:
+    def _generate(
+        self,
+        stage: int,
+        prompts: list[Prompt],
+        writer: StageWriter,
+        pipeline: Any,
+        policy_path: Path,
+        show_progress: bool,
+    ) -> RolloutStats:
         cfg, model = self.cfg, self.model
         rescore = self._rescorer() if cfg.algo.recompute_behaviour_logprobs else None
         keep_params = self.shares_weights or rescore is not None
@@ -177,17 +256,30 @@ class StageRollout:
         held = held_bytes(model, self.optimizer)
         try:
             stats = generate_stage(
-                stage=stage, engine_factory=lambda: self._engine(stage, policy_path), prompts=prompts,
-                samples_per_prompt=cfg.batch.samples_per_prompt, writer=writer, pipeline=pipeline,
-                adv_std=cfg.algo.adv_std, adv_eps=cfg.algo.adv_eps, rescore=rescore, show_progress=show_progress,
-                controller=self.controller, engine_at=lambda t: self._engine(stage, policy_path, t),
-                base_temperature=cfg.rollout.temperature)
+                stage=stage,
+                engine_factory=lambda: self._engine(stage, policy_path),
+                prompts=prompts,
+                samples_per_prompt=cfg.batch.samples_per_prompt,
+                writer=writer,
+                pipeline=pipeline,
+                adv_std=cfg.algo.adv_std,
+                adv_eps=cfg.algo.adv_eps,
+                rescore=rescore,
+                show_progress=show_progress,
+                controller=self.controller,
+                engine_at=lambda t: self._engine(stage, policy_path, t),
+                base_temperature=cfg.rollout.temperature,
+            )
         finally:
             parked.restore()
             model.train()
-        stats.extra.update({"memory/trainer_bytes_in_rollout": float(sum(held.values())),
-                            "memory/optimizer_bytes_in_rollout": float(held["optimizer"]),
-                            "memory/parked_bytes": float(parked.parked_bytes)})
+        stats.extra.update(
+            {
+                "memory/trainer_bytes_in_rollout": float(sum(held.values())),
+                "memory/optimizer_bytes_in_rollout": float(held["optimizer"]),
+                "memory/parked_bytes": float(parked.parked_bytes),
+            }
+        )
         return stats
 
     def _engine(self, stage: int, policy_path: Path, temperature: float | None = None) -> Any:
@@ -201,17 +293,26 @@ class StageRollout:
             engine = self.engine_factory(stage, policy_path, seed)
             if temperature is not None:
                 if not hasattr(engine, "temperature"):
-                    raise ValueError("the sampling controller sets per-prompt temperatures; this engine has no "
-                                     "settable temperature")
+                    raise ValueError(
+                        "the sampling controller sets per-prompt temperatures; this engine has no "
+                        "settable temperature"
+                    )
                 engine.temperature = temperature
             return engine
         if self.shares_weights:
             from mucode.rollout.hf import HFEngine
 
-            return HFEngine(unwrap(self.model), self.tokenizer,
-                            temperature=r.temperature if temperature is None else temperature, top_p=r.top_p,
-                            top_k=r.top_k, max_new_tokens=r.max_response_tokens, seed=seed, batch_size=r.batch_size,
-                            autocast_dtype=self.precision.compute if self.precision.mixed else None)
+            return HFEngine(
+                unwrap(self.model),
+                self.tokenizer,
+                temperature=r.temperature if temperature is None else temperature,
+                top_p=r.top_p,
+                top_k=r.top_k,
+                max_new_tokens=r.max_response_tokens,
+                seed=seed,
+                batch_size=r.batch_size,
+                autocast_dtype=self.precision.compute if self.precision.mixed else None,
+            )
         if self._colocated is not None:
             return self._colocated.stage_view(seed)
         from mucode.rollout.factory import make_engine
@@ -221,11 +322,22 @@ class StageRollout:
             from mucode.rollout.vllm import visible_gpus
 
             extra["devices"] = [visible_gpus()[info.local_rank]]
-        return make_engine(r.engine, str(policy_path), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
-                           max_new_tokens=r.max_response_tokens, seed=seed, dtype=self.cfg.model.dtype,
-                           device=str(info.device), batch_size=r.batch_size,
-                           tensor_parallel_size=r.tensor_parallel_size, data_parallel_size=r.data_parallel_size,
-                           gpu_memory_utilization=r.gpu_memory_utilization, **extra)
+        return make_engine(
+            r.engine,
+            str(policy_path),
+            temperature=r.temperature,
+            top_p=r.top_p,
+            top_k=r.top_k,
+            max_new_tokens=r.max_response_tokens,
+            seed=seed,
+            dtype=self.cfg.model.dtype,
+            device=str(info.device),
+            batch_size=r.batch_size,
+            tensor_parallel_size=r.tensor_parallel_size,
+            data_parallel_size=r.data_parallel_size,
+            gpu_memory_utilization=r.gpu_memory_utilization,
+            **extra,
+        )
 
     def _push_weights(self) -> None:
         """vLLM in memory mode: start the colocated engine once (from the base model), then give it the
@@ -237,22 +349,40 @@ class StageRollout:
         r = self.cfg.rollout
         if self._colocated is None:
             self._colocated = ColocatedVLLM(
-                resolve_model_path(self.cfg.model.path), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
-                max_new_tokens=r.max_response_tokens, seed=derive_seed(r.seed, SeedPurpose.COLOCATED_ENGINE, rank=self.info.rank), dtype=self.cfg.model.dtype,
-                batch_size=r.batch_size, gpu_memory_utilization=r.gpu_memory_utilization)
+                resolve_model_path(self.cfg.model.path),
+                temperature=r.temperature,
+                top_p=r.top_p,
+                top_k=r.top_k,
+                max_new_tokens=r.max_response_tokens,
+                seed=derive_seed(r.seed, SeedPurpose.COLOCATED_ENGINE, rank=self.info.rank),
+                dtype=self.cfg.model.dtype,
+                batch_size=r.batch_size,
+                gpu_memory_utilization=r.gpu_memory_utilization,
+            )
         self._colocated.load_weights(iter_full_tensors(self.model, self.precision.compute))
 
     def _rescorer(self) -> Any:
         from mucode.rollout.logprobs import response_logprobs
 
-        model, precision, device, temperature = self.model, self.precision, self.info.device, self.cfg.rollout.temperature
+        model, precision, device, temperature = (
+            self.model,
+            self.precision,
+            self.info.device,
+            self.cfg.rollout.temperature,
+        )
 
         @torch.no_grad()
         def rescore(group: list[Any]) -> list[list[float]]:
             with precision.autocast(device):
-                out = response_logprobs(model, [s.prompt_token_ids for s in group],
-                                        [s.response_token_ids for s in group], temperature)
-            return [out.logprobs[i, : len(s.response_token_ids)].float().tolist() for i, s in enumerate(group)]
+                out = response_logprobs(
+                    model,
+                    [s.prompt_token_ids for s in group],
+                    [s.response_token_ids for s in group],
+                    temperature,
+                )
+            return [
+                out.logprobs[i, : len(s.response_token_ids)].float().tolist() for i, s in enumerate(group)
+            ]
 
         return rescore
 
@@ -273,6 +403,11 @@ class StageRollout:
         if self.weight_sync == "disk" or last:
             weights = full_state_dict(self.model)
             if self.info.is_main:
-                save_policy(unwrap(self.model), self.tokenizer, weights, policy_dir,
-                            dtype=self.precision.compute if self.precision.mixed else None)
+                save_policy(
+                    unwrap(self.model),
+                    self.tokenizer,
+                    weights,
+                    policy_dir,
+                    dtype=self.precision.compute if self.precision.mixed else None,
+                )
         return self.weight_sync == "disk" or last or global_update % self.cfg.train.checkpoint_every == 0

@@ -48,7 +48,9 @@ class SamplingController(Protocol):
     probe_samples: int | None
     """Responses per prompt in the probe (None: G)."""
 
-    def plan(self, slots: Sequence[int], probes: Mapping[int, Probe], base_temperature: float) -> dict[int, dict[str, float]]:
+    def plan(
+        self, slots: Sequence[int], probes: Mapping[int, Probe], base_temperature: float
+    ) -> dict[int, dict[str, float]]:
         """Slot → the numbers to store with its group (``temperature``: its sampling temperature)."""
         ...
 
@@ -62,7 +64,9 @@ class FixedController:
     probes = False
     probe_samples = None
 
-    def plan(self, slots: Sequence[int], probes: Mapping[int, Probe], base_temperature: float) -> dict[int, dict[str, float]]:
+    def plan(
+        self, slots: Sequence[int], probes: Mapping[int, Probe], base_temperature: float
+    ) -> dict[int, dict[str, float]]:
         return {}
 
 
@@ -89,12 +93,16 @@ class AGPOSamplingParams:
 
     def __post_init__(self) -> None:
         if not 0 < self.min_temperature <= self.max_temperature:
-            raise ValueError(f"need 0 < min_temperature <= max_temperature, got {self.min_temperature}, "
-                             f"{self.max_temperature}")
+            raise ValueError(
+                f"need 0 < min_temperature <= max_temperature, got {self.min_temperature}, "
+                f"{self.max_temperature}"
+            )
         if not 0 < self.ema_momentum <= 1:
             raise ValueError(f"ema_momentum must be in (0, 1], got {self.ema_momentum}")
         if self.probe_samples is not None and self.probe_samples < 2:
-            raise ValueError(f"probe_samples must be >= 2 (a dispersion needs two rewards), got {self.probe_samples}")
+            raise ValueError(
+                f"probe_samples must be >= 2 (a dispersion needs two rewards), got {self.probe_samples}"
+            )
 
 
 class AGPOController:
@@ -105,11 +113,18 @@ class AGPOController:
         self.probe_samples = params.probe_samples
         self.ema: TemperatureEMA | None = None
 
-    def plan(self, slots: Sequence[int], probes: Mapping[int, Probe], base_temperature: float) -> dict[int, dict[str, float]]:
+    def plan(
+        self, slots: Sequence[int], probes: Mapping[int, Probe], base_temperature: float
+    ) -> dict[int, dict[str, float]]:
         p = self.params
         if self.ema is None:
-            self.ema = TemperatureEMA(base=base_temperature, gain=p.gain, low=p.min_temperature,
-                                      high=p.max_temperature, momentum=p.ema_momentum)
+            self.ema = TemperatureEMA(
+                base=base_temperature,
+                gain=p.gain,
+                low=p.min_temperature,
+                high=p.max_temperature,
+                momentum=p.ema_momentum,
+            )
         out: dict[int, dict[str, float]] = {}
         for slot in slots:
             probe = probes.get(slot, Probe((), ()))
@@ -117,14 +132,32 @@ class AGPOController:
             sigma = dispersion(rewards, p.dispersion)
             h_vote = vote_entropy(probe.texts)
             kappa = skewness(rewards)
-            u = uncertainty(sigma, h_vote, kappa, (p.weight_dispersion, p.weight_vote_entropy, p.weight_skewness))
-            out[slot] = {"temperature": self.ema.temperature(u), "probe_sigma": sigma, "probe_vote_entropy": h_vote,
-                         "probe_skewness": kappa, "probe_uncertainty": u,
-                         "probe_reward_mean": sum(rewards) / len(rewards) if rewards else math.nan}
+            u = uncertainty(
+                sigma, h_vote, kappa, (p.weight_dispersion, p.weight_vote_entropy, p.weight_skewness)
+            )
+            out[slot] = {
+                "temperature": self.ema.temperature(u),
+                "probe_sigma": sigma,
+                "probe_vote_entropy": h_vote,
+                "probe_skewness": kappa,
+                "probe_uncertainty": u,
+                "probe_reward_mean": sum(rewards) / len(rewards) if rewards else math.nan,
+            }
         return out
 
 
-SAMPLERS.register("fixed", Component("fixed", FixedParams, lambda params, seed: FixedController(),
-                                     "every prompt at rollout.temperature"))
-SAMPLERS.register("agpo", Component("agpo", AGPOSamplingParams, lambda params, seed: AGPOController(params),
-                                    "AGPO: probe statistics, adaptive per-prompt temperature"))
+SAMPLERS.register(
+    "fixed",
+    Component(
+        "fixed", FixedParams, lambda params, seed: FixedController(), "every prompt at rollout.temperature"
+    ),
+)
+SAMPLERS.register(
+    "agpo",
+    Component(
+        "agpo",
+        AGPOSamplingParams,
+        lambda params, seed: AGPOController(params),
+        "AGPO: probe statistics, adaptive per-prompt temperature",
+    ),
+)

@@ -177,9 +177,17 @@ class StoreManifest:
     """Who made the stage and how (``policy``, ``engine_starts``, ``rollout`` metrics …)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": STORE_FORMAT, "stage": self.stage, "complete": self.complete,
-                "expected_groups": self.expected_groups, "groups": self.groups, "rows": self.rows,
-                "shards": [asdict(s) for s in self.shards], "group_ids": list(self.group_ids), "meta": self.meta}
+        return {
+            "format": STORE_FORMAT,
+            "stage": self.stage,
+            "complete": self.complete,
+            "expected_groups": self.expected_groups,
+            "groups": self.groups,
+            "rows": self.rows,
+            "shards": [asdict(s) for s in self.shards],
+            "group_ids": list(self.group_ids),
+            "meta": self.meta,
+        }
 
     @classmethod
     def read(cls, path: str | Path) -> StoreManifest:
@@ -201,13 +209,21 @@ class StoreManifest:
                 f"Delete {path} to regenerate the stage with this version of mucode."
             )
         try:
-            return cls(stage=int(obj["stage"]), expected_groups=int(obj["expected_groups"]),
-                       complete=bool(obj["complete"]), groups=int(obj["groups"]), rows=int(obj["rows"]),
-                       shards=[ShardEntry(**s) for s in obj["shards"]], group_ids=[int(g) for g in obj["group_ids"]],
-                       meta=dict(obj.get("meta") or {}))
+            return cls(
+                stage=int(obj["stage"]),
+                expected_groups=int(obj["expected_groups"]),
+                complete=bool(obj["complete"]),
+                groups=int(obj["groups"]),
+                rows=int(obj["rows"]),
+                shards=[ShardEntry(**s) for s in obj["shards"]],
+                group_ids=[int(g) for g in obj["group_ids"]],
+                meta=dict(obj.get("meta") or {}),
+            )
         except (KeyError, TypeError, ValueError) as e:
-            raise StoreError(f"{manifest_path} lacks a field or has a wrong one ({e!r}). "
-                             f"Delete {path} to regenerate the stage.") from e
+            raise StoreError(
+                f"{manifest_path} lacks a field or has a wrong one ({e!r}). "
+                f"Delete {path} to regenerate the stage."
+            ) from e
 
     def _write(self, path: Path) -> None:
         write_json_atomic(path / MANIFEST, self.to_json())
@@ -258,7 +274,12 @@ class StageWriter:
 
     @classmethod
     def create(
-        cls, path: str | Path, *, stage: int, expected_groups: int, groups_per_shard: int = 64,
+        cls,
+        path: str | Path,
+        *,
+        stage: int,
+        expected_groups: int,
+        groups_per_shard: int = 64,
         meta: dict[str, Any] | None = None,
     ) -> StageWriter:
         path = Path(path)
@@ -324,8 +345,15 @@ class StageWriter:
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, self.path / name)
-        m.shards.append(ShardEntry(file=name, rows=len(rows), groups=len(self._pending),
-                                   bytes=(self.path / name).stat().st_size, sha256=_sha256(self.path / name)))
+        m.shards.append(
+            ShardEntry(
+                file=name,
+                rows=len(rows),
+                groups=len(self._pending),
+                bytes=(self.path / name).stat().st_size,
+                sha256=_sha256(self.path / name),
+            )
+        )
         m.groups += len(self._pending)
         m.rows += len(rows)
         m.group_ids.extend(g.group_id for g in self._pending)
@@ -346,23 +374,41 @@ class StageWriter:
         return StageStore.open(self.path)
 
 
-def merge_stores(store_dir: Path, parts: list[Path], *, stage: int, expected_groups: int,
-                 meta: Callable[[list[StoreManifest]], dict[str, Any]]) -> StoreManifest:
+def merge_stores(
+    store_dir: Path,
+    parts: list[Path],
+    *,
+    stage: int,
+    expected_groups: int,
+    meta: Callable[[list[StoreManifest]], dict[str, Any]],
+) -> StoreManifest:
     """Write the complete manifest of ``store_dir`` listing the shards of the complete stores ``parts``
     (its subdirectories, e.g. one per rank); ``meta`` makes the merged metadata from the parts' manifests."""
     manifests = [StoreManifest.read(part) for part in parts]
     for part, m in zip(parts, manifests, strict=True):
         if not m.complete:
             raise StoreError(f"{part} is not complete; its stage {stage} was not finished")
-    shards = [replace(s, file=f"{part.relative_to(store_dir)}/{s.file}")
-              for part, m in zip(parts, manifests, strict=True) for s in m.shards]
+    shards = [
+        replace(s, file=f"{part.relative_to(store_dir)}/{s.file}")
+        for part, m in zip(parts, manifests, strict=True)
+        for s in m.shards
+    ]
     group_ids = [g for m in manifests for g in m.group_ids]
     if len(set(group_ids)) != len(group_ids) or len(group_ids) != expected_groups:
-        raise StoreError(f"{store_dir}: the parts hold {len(group_ids)} groups ({len(set(group_ids))} distinct), "
-                         f"{expected_groups} expected. Delete {store_dir} to regenerate the stage.")
-    merged = StoreManifest(stage=stage, expected_groups=expected_groups, complete=True, groups=len(group_ids),
-                           rows=sum(s.rows for s in shards), shards=shards, group_ids=group_ids,
-                           meta=meta(manifests))
+        raise StoreError(
+            f"{store_dir}: the parts hold {len(group_ids)} groups ({len(set(group_ids))} distinct), "
+            f"{expected_groups} expected. Delete {store_dir} to regenerate the stage."
+        )
+    merged = StoreManifest(
+        stage=stage,
+        expected_groups=expected_groups,
+        complete=True,
+        groups=len(group_ids),
+        rows=sum(s.rows for s in shards),
+        shards=shards,
+        group_ids=group_ids,
+        meta=meta(manifests),
+    )
     merged._write(store_dir)
     return merged
 
@@ -485,7 +531,9 @@ class StageStore:
         for index in range(start, total):
             epoch, within = divmod(index, per_pass)
             order = self._order_cached(derive_seed(seed, SeedPurpose.STORE_PASS, index=epoch))
-            picks: Sequence[tuple[int, int]] = order[within * groups_per_update:(within + 1) * groups_per_update]
+            picks: Sequence[tuple[int, int]] = order[
+                within * groups_per_update : (within + 1) * groups_per_update
+            ]
             yield [self._load_shard(s)[g] for s, g in picks]
 
     _order_memo: tuple[int, list[tuple[int, int]]] | None = None

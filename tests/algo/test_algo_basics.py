@@ -81,7 +81,9 @@ def test_algo_imports_only_torch_and_stdlib() -> None:
                 assert top in allowed, f"{path.name} imports {name}"
                 if top == "mucode":
                     # mucode.registry is the shared, standard-library-only name registry
-                    assert name.startswith("mucode.algo") or name == "mucode.registry", f"{path.name} imports {name}"
+                    assert name.startswith("mucode.algo") or name == "mucode.registry", (
+                        f"{path.name} imports {name}"
+                    )
 
 
 # --- advantages -------------------------------------------------------------------------------

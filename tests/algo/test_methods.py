@@ -43,8 +43,9 @@ def _batch(lengths: list[int], seed: int = 0) -> tuple[torch.Tensor, torch.Tenso
 
 
 # ── ConSPO ───────────────────────────────────────────────────────────────────────────────────────
-def _conspo_reference(lp: torch.Tensor, mask: torch.Tensor, groups: list[int], rewards: list[float], tau: float,
-                      m: float) -> tuple[torch.Tensor, int, int]:
+def _conspo_reference(
+    lp: torch.Tensor, mask: torch.Tensor, groups: list[int], rewards: list[float], tau: float, m: float
+) -> tuple[torch.Tensor, int, int]:
     """−Σ_q J(q) / (#contrastive groups), written out term by term; (loss, kept, discarded)."""
     scores = []
     for i in range(lp.shape[0]):
@@ -99,15 +100,34 @@ def test_conspo_micro_batches_of_whole_groups_sum_to_the_minibatch() -> None:
     g, r = torch.tensor(groups), torch.tensor(rewards)
     whole, _ = objective(lp, b, torch.zeros(8), mask, params, groups=g, rewards=r, progress=0.5)
     d = objective.denominator(mask, params, groups=g, rewards=r)
-    parts = [objective(lp[s], b[s], torch.zeros(len(range(*s.indices(8)))), mask[s], params, denominator=d,
-                       groups=g[s], rewards=r[s], progress=0.5)[0] for s in (slice(0, 3), slice(3, 8))]
+    parts = [
+        objective(
+            lp[s],
+            b[s],
+            torch.zeros(len(range(*s.indices(8)))),
+            mask[s],
+            params,
+            denominator=d,
+            groups=g[s],
+            rewards=r[s],
+            progress=0.5,
+        )[0]
+        for s in (slice(0, 3), slice(3, 8))
+    ]
     assert sum(p.item() for p in parts) == pytest.approx(whole.item(), rel=1e-12)
 
 
 def test_conspo_with_no_contrastive_group_has_zero_loss_and_gradient() -> None:
     lp, b, mask = _batch([2, 3, 4, 1])
-    loss, metrics = get_objective("conspo")(lp, b, torch.zeros(4), mask, ConSPOParams(), groups=torch.tensor([0, 0, 1, 1]),
-                                            rewards=torch.tensor([1.0, 1.0, 0.0, 0.0]))
+    loss, metrics = get_objective("conspo")(
+        lp,
+        b,
+        torch.zeros(4),
+        mask,
+        ConSPOParams(),
+        groups=torch.tensor([0, 0, 1, 1]),
+        rewards=torch.tensor([1.0, 1.0, 0.0, 0.0]),
+    )
     assert loss.item() == 0 and metrics["conspo/discarded_groups"] == 2
     (grad,) = torch.autograd.grad(loss, lp, allow_unused=True, materialize_grads=True)
     assert grad.abs().sum() == 0
@@ -118,7 +138,15 @@ def test_conspo_truncated_correction_weights_each_positive() -> None:
     g, r = torch.tensor([0, 0, 0]), torch.tensor([1.0, 0.0, 1.0])
     objective = get_objective("conspo")
     off, _ = objective(lp, b, torch.zeros(3), mask, ConSPOParams(), groups=g, rewards=r)
-    on, m = objective(lp, b, torch.zeros(3), mask, ConSPOParams(correction="truncated", correction_cap=1.0), groups=g, rewards=r)
+    on, m = objective(
+        lp,
+        b,
+        torch.zeros(3),
+        mask,
+        ConSPOParams(correction="truncated", correction_cap=1.0),
+        groups=g,
+        rewards=r,
+    )
     w = [min(1.0, math.exp(float(((lp.detach()[i] - b[i]) * mask[i]).sum() / mask[i].sum()))) for i in (0, 2)]
     assert m["conspo/weight_mean"] == pytest.approx(sum(w) / 2)
     assert on.item() != pytest.approx(off.item())
@@ -131,7 +159,9 @@ def test_objectives_that_read_groups_refuse_a_call_without_them() -> None:
     with pytest.raises(ValueError, match="mask_zero_variance is on"):
         get_objective("offpolicy_grpo")(lp, b, torch.zeros(2), mask, ref_logprobs=b)
     with pytest.raises(ValueError, match="pass ref_logprobs"):
-        get_objective("offpolicy_grpo")(lp, b, torch.zeros(2), mask, groups=torch.tensor([0, 0]), rewards=torch.ones(2))
+        get_objective("offpolicy_grpo")(
+            lp, b, torch.zeros(2), mask, groups=torch.tensor([0, 0]), rewards=torch.ones(2)
+        )
 
 
 # ── off-policy GRPO: PPO-clip, zero-variance masking, k3 KL ───────────────────────────────────────
@@ -211,8 +241,19 @@ def test_agpo_clip_follows_the_official_formula() -> None:
     sigma = torch.tensor([0.0, 0.5, 0.3, 2.0])
     kappa = torch.tensor([0.0, 2.0, -1.0, 0.5])
     got = clip_eps(h_old, 1.0, h_vote, sigma, 0.2, kappa, p)
-    want = [min(0.4, max(0.05, 0.2 * min(1.5, max(0.5, h / (1.0 + 1e-8))) * (1 + 0.1 * v) / (1 + s + 0.5 * 0.2 + 0.0 * abs(k))))
-            for h, v, s, k in zip(h_old.tolist(), h_vote.tolist(), sigma.tolist(), kappa.tolist(), strict=True)]
+    want = [
+        min(
+            0.4,
+            max(
+                0.05,
+                0.2
+                * min(1.5, max(0.5, h / (1.0 + 1e-8)))
+                * (1 + 0.1 * v)
+                / (1 + s + 0.5 * 0.2 + 0.0 * abs(k)),
+            ),
+        )
+        for h, v, s, k in zip(h_old.tolist(), h_vote.tolist(), sigma.tolist(), kappa.tolist(), strict=True)
+    ]
     assert got.tolist() == pytest.approx(want)
 
 
@@ -221,20 +262,35 @@ def test_agpo_loss_and_gradient_match_the_hand_reference() -> None:
     rewards = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0]
     lengths = [3, 5, 2, 4, 1, 6]
     lp, b, mask = _batch(lengths, seed=2)
-    b = lp.detach() + 0.5 * torch.randn(lp.shape, generator=torch.Generator().manual_seed(4))  # ratios that clip
+    b = lp.detach() + 0.5 * torch.randn(
+        lp.shape, generator=torch.Generator().manual_seed(4)
+    )  # ratios that clip
     ref_lp = lp.detach() - 0.1
     entropy = torch.rand(lp.shape, generator=torch.Generator().manual_seed(5)) * 2
     g, r = torch.tensor(groups), torch.tensor(rewards)
     adv = group_advantages(r, g).double()
-    row_data = {"probe_sigma": torch.tensor([0.5, 0.5, 0.5, 0.2, 0.2, 0.2]),
-                "probe_vote_entropy": torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0]),
-                "probe_skewness": torch.tensor([0.3, 0.3, 0.3, -2.0, -2.0, -2.0]),
-                "temperature": torch.tensor([0.9, 0.9, 0.9, 1.2, 1.2, 1.2])}
+    row_data = {
+        "probe_sigma": torch.tensor([0.5, 0.5, 0.5, 0.2, 0.2, 0.2]),
+        "probe_vote_entropy": torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0]),
+        "probe_skewness": torch.tensor([0.3, 0.3, 0.3, -2.0, -2.0, -2.0]),
+        "temperature": torch.tensor([0.9, 0.9, 0.9, 1.2, 1.2, 1.2]),
+    }
     state = {"agpo/entropy_ref": 0.8, "agpo/kl_ema": 0.05}
     p = AGPOParams()
     objective = get_objective("agpo")
-    loss, metrics = objective(lp, b, adv, mask, p, groups=g, rewards=r, ref_logprobs=ref_lp, entropy=entropy,
-                              row_data=row_data, state=state)
+    loss, metrics = objective(
+        lp,
+        b,
+        adv,
+        mask,
+        p,
+        groups=g,
+        rewards=r,
+        ref_logprobs=ref_lp,
+        entropy=entropy,
+        row_data=row_data,
+        state=state,
+    )
     (grad,) = torch.autograd.grad(loss, lp)
 
     x = lp.detach().clone().requires_grad_(True)
@@ -244,21 +300,35 @@ def test_agpo_loss_and_gradient_match_the_hand_reference() -> None:
         tokens = sum(lengths[i] for i in rows)
         h_old = sum(float(entropy[i, t]) for i in rows for t in range(lengths[i])) / tokens
         i0 = rows[0]
-        eps = min(0.4, max(0.05, 0.2 * min(1.5, max(0.5, h_old / (0.8 + 1e-8))) * (1 + 0.1 * float(row_data["probe_vote_entropy"][i0]))
-                           / (1 + float(row_data["probe_sigma"][i0]) + 0.5 * 0.05)))
+        eps = min(
+            0.4,
+            max(
+                0.05,
+                0.2
+                * min(1.5, max(0.5, h_old / (0.8 + 1e-8)))
+                * (1 + 0.1 * float(row_data["probe_vote_entropy"][i0]))
+                / (1 + float(row_data["probe_sigma"][i0]) + 0.5 * 0.05),
+            ),
+        )
         eps_seen.append(eps)
         part = x.new_zeros(())
         for i in rows:
             for t in range(lengths[i]):
                 rho = torch.exp(x[i, t] - b[i, t])
                 a = float(adv[i])
-                part = part - torch.minimum(rho * a, torch.clamp(rho, 1 - eps, 1 + eps) * a) + 0.03 * (x[i, t] - ref_lp[i, t])
+                part = (
+                    part
+                    - torch.minimum(rho * a, torch.clamp(rho, 1 - eps, 1 + eps) * a)
+                    + 0.03 * (x[i, t] - ref_lp[i, t])
+                )
         total = total + part / tokens
     ref = total / 2
     (ref_grad,) = torch.autograd.grad(ref, x)
     assert loss.item() == pytest.approx(ref.item(), rel=1e-10)
     torch.testing.assert_close(grad, ref_grad, rtol=1e-9, atol=1e-12)
-    assert (metrics["agpo/clip_eps_min"], metrics["agpo/clip_eps_max"]) == pytest.approx((min(eps_seen), max(eps_seen)))
+    assert (metrics["agpo/clip_eps_min"], metrics["agpo/clip_eps_max"]) == pytest.approx(
+        (min(eps_seen), max(eps_seen))
+    )
     assert (metrics["agpo/temperature_min"], metrics["agpo/temperature_max"]) == pytest.approx((0.9, 1.2))
     new = objective.state_fn(state, metrics, p)  # type: ignore[misc]
     assert new["agpo/entropy_ref"] == pytest.approx(0.01 * metrics["agpo/entropy_old"] + 0.99 * 0.8)
@@ -268,5 +338,13 @@ def test_agpo_loss_and_gradient_match_the_hand_reference() -> None:
 def test_agpo_without_probe_statistics_names_the_controller() -> None:
     lp, b, mask = _batch([2, 2])
     with pytest.raises(ValueError, match="sampling.controller=agpo"):
-        get_objective("agpo")(lp, b, torch.zeros(2), mask, groups=torch.tensor([0, 0]), rewards=torch.ones(2),
-                              ref_logprobs=b, entropy=torch.ones(2, 2))
+        get_objective("agpo")(
+            lp,
+            b,
+            torch.zeros(2),
+            mask,
+            groups=torch.tensor([0, 0]),
+            rewards=torch.ones(2),
+            ref_logprobs=b,
+            entropy=torch.ones(2, 2),
+        )

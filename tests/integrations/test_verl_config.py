@@ -30,19 +30,38 @@ def _compose(config_dir: Path, name: str = "mucode_verl"):  # noqa: ANN202 - an 
         return compose(config_name=name)
 
 
-@pytest.mark.parametrize(("args", "mu", "loss_mode"), [
-    (["--config", "mu_grpo"], 1024, "mu_grpo"),
-    (["--config", "grpo_mu4", "batch.num_stages=8"], 4, "vanilla"),
-    (["--config", "m2po", "batch.updates_per_stage=64"], 64, "m2po"),
-])
-def test_written_run_composes_and_validates_in_verl(tmp_path: Path, args: list[str], mu: int,
-                                                    loss_mode: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "mu", "loss_mode"),
+    [
+        (["--config", "mu_grpo"], 1024, "mu_grpo"),
+        (["--config", "grpo_mu4", "batch.num_stages=8"], 4, "vanilla"),
+        (["--config", "m2po", "batch.updates_per_stage=64"], 64, "m2po"),
+    ],
+)
+def test_written_run_composes_and_validates_in_verl(
+    tmp_path: Path, args: list[str], mu: int, loss_mode: str
+) -> None:
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-    out = CliRunner().invoke(get_app(), [
-        "verl-config", *args, "--output", str(tmp_path), "--model", "Qwen/Qwen2.5-Math-7B",
-        "--train-files", "/data/train.parquet", "--verifier-url", "http://verifier-host:8000",
-        "--gpus-per-node", "4", "--nnodes", "2"])
+    out = CliRunner().invoke(
+        get_app(),
+        [
+            "verl-config",
+            *args,
+            "--output",
+            str(tmp_path),
+            "--model",
+            "Qwen/Qwen2.5-Math-7B",
+            "--train-files",
+            "/data/train.parquet",
+            "--verifier-url",
+            "http://verifier-host:8000",
+            "--gpus-per-node",
+            "4",
+            "--nnodes",
+            "2",
+        ],
+    )
     assert out.exit_code == 0, out.output
     written = tmp_path / "mucode_verl.yaml"
     assert f"--config-path {tmp_path.resolve()} --config-name mucode_verl" in out.stdout
@@ -104,7 +123,9 @@ def test_data_is_converted_when_no_train_files_are_given(tmp_path: Path) -> None
     train = Path(cfg["data"]["train_files"][0])
     assert train == (tmp_path / "train.parquet").resolve() and train.is_file()
     assert pq.read_table(train).num_rows > 0
-    assert Path(cfg["actor_rollout_ref"]["model"]["path"]).joinpath("config.json").is_file()  # "tiny" resolved
+    assert (
+        Path(cfg["actor_rollout_ref"]["model"]["path"]).joinpath("config.json").is_file()
+    )  # "tiny" resolved
 
 
 def test_objective_params_map_to_verl_keys_and_the_rest_is_warned_about() -> None:
@@ -118,28 +139,47 @@ def test_objective_params_map_to_verl_keys_and_the_rest_is_warned_about() -> Non
     mu = settings(["algo.ratio_upper=3", "algo.veto_scope=suffix", "algo.aggregation=token-mean"])
     assert (mu["loss_mode"], mu["clip_ratio_high"], mu["MUCODE_VETO_SCOPE"]) == ("mu_grpo", 2.0, "suffix")
     assert mu["loss_agg_mode"] == "token-mean" and "loss_scale_factor" not in mu
-    m2 = settings(["algo.objective=m2po", "algo.mode=water_fill", "algo.aggregation=seq-mean-token-sum-norm",
-                   "algo.norm_length=4096"])
+    m2 = settings(
+        [
+            "algo.objective=m2po",
+            "algo.mode=water_fill",
+            "algo.aggregation=seq-mean-token-sum-norm",
+            "algo.norm_length=4096",
+        ]
+    )
     assert (m2["loss_mode"], m2["MUCODE_M2PO_MODE"], m2["loss_scale_factor"]) == ("m2po", "water_fill", 4096)
     grpo = settings(["algo.objective=grpo", "algo.clip_high=0.28"])
     assert (grpo["clip_ratio_low"], grpo["clip_ratio_high"], grpo["clip_ratio_c"]) == (0.2, 0.28, 1e9)
     # parameters verl cannot take are named, not dropped silently
-    warned = verl_warnings(load_config(None, ["algo.objective=m2po", "algo.min_clip_low=0.2", "algo.max_abs_log_ratio=5"]))
+    warned = verl_warnings(
+        load_config(None, ["algo.objective=m2po", "algo.min_clip_low=0.2", "algo.max_abs_log_ratio=5"])
+    )
     assert any("algo.min_clip_low=0.2 has no verl equivalent" in w for w in warned)
     assert any("algo.max_abs_log_ratio=5.0 has no verl equivalent" in w for w in warned)
     with pytest.raises(UnknownNameError, match="valid names: grpo, m2po, mu_grpo, offpolicy_grpo"):
         VERL_LOSSES.get("scaled_pg")
 
 
-
-@pytest.mark.parametrize(("preset", "line"), [
-    ("conspo", "algo.objective=conspo has no verl loss: it contrasts the responses of one prompt with each other, "
-               "and verl's policy-loss call gets neither group ids nor whole groups"),
-    ("replay_grpo", "compose.composer=replay has no verl equivalent: verl trains each step on that step's own "
-                    "rollouts (no buffer of earlier rollouts)"),
-    ("agpo", "sampling.controller=agpo has no verl equivalent: verl samples every prompt at one temperature and "
-             "has no probe generation"),
-])
+@pytest.mark.parametrize(
+    ("preset", "line"),
+    [
+        (
+            "conspo",
+            "algo.objective=conspo has no verl loss: it contrasts the responses of one prompt with each other, "
+            "and verl's policy-loss call gets neither group ids nor whole groups",
+        ),
+        (
+            "replay_grpo",
+            "compose.composer=replay has no verl equivalent: verl trains each step on that step's own "
+            "rollouts (no buffer of earlier rollouts)",
+        ),
+        (
+            "agpo",
+            "sampling.controller=agpo has no verl equivalent: verl samples every prompt at one temperature and "
+            "has no probe generation",
+        ),
+    ],
+)
 def test_verl_config_refuses_what_verl_cannot_run_in_one_line(preset: str, line: str) -> None:
     result = CliRunner().invoke(get_app(), ["verl-config", "--config", preset])
     assert result.exit_code == 2 and result.output.strip() == line, result.output
@@ -153,7 +193,11 @@ def test_offpolicy_grpo_maps_to_its_loss_and_verls_k3_kl() -> None:
     s = dict(verl_settings(cfg))
     actor = "actor_rollout_ref.actor"
     assert s[f"{actor}.policy_loss.loss_mode"] == "offpolicy_grpo"
-    assert (s[f"{actor}.use_kl_loss"], s[f"{actor}.kl_loss_coef"], s[f"{actor}.kl_loss_type"]) == (True, 0.1, "low_var_kl")
+    assert (s[f"{actor}.use_kl_loss"], s[f"{actor}.kl_loss_coef"], s[f"{actor}.kl_loss_type"]) == (
+        True,
+        0.1,
+        "low_var_kl",
+    )
     assert (s[f"{actor}.clip_ratio_low"], s[f"{actor}.clip_ratio_high"]) == (0.2, 0.2)
     assert s["data.train_batch_size"] == 32 * 10 and s[f"{actor}.ppo_mini_batch_size"] == 32
     warned = verl_warnings(cfg)

@@ -261,12 +261,16 @@ def test_verl_worker_ppo_loss_runs_mu_grpo_end_to_end() -> None:
     assert "actor/stale/veto_seq_frac" in metrics and "actor/pg_loss" in metrics
 
 
-@pytest.mark.parametrize(("variable", "build"), [
-    ("MUCODE_VETO_THRESHOLD", "mu_grpo_params"),
-    ("MUCODE_M2PO_THRESHOLD", "m2po_params"),
-])
-def test_a_threshold_that_is_not_a_number_names_the_variable(variable: str, build: str,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("variable", "build"),
+    [
+        ("MUCODE_VETO_THRESHOLD", "mu_grpo_params"),
+        ("MUCODE_M2PO_THRESHOLD", "m2po_params"),
+    ],
+)
+def test_a_threshold_that_is_not_a_number_names_the_variable(
+    variable: str, build: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mucode.integrations.verl import losses
 
     monkeypatch.setenv(variable, "1e-4x")
@@ -282,8 +286,9 @@ def test_offpolicy_grpo_through_verl_equals_mucode_on_the_rows_with_an_advantage
     same mask with verl's global denominator gives the same loss and gradient."""
     old, new, adv, token_adv, mask = _batch()
     config = _actor_config(loss_agg_mode="token-mean", clip_ratio_high=0.28)
-    config.global_batch_info.update(dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=mask.shape[0],
-                                    loss_scale_factor=None)
+    config.global_batch_info.update(
+        dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=mask.shape[0], loss_scale_factor=None
+    )
     v_loss, v_grad, _ = _verl_call("offpolicy_grpo", config, old, new, token_adv, mask, "token-mean")
     kept = mask & (adv != 0)[:, None]
     params = GRPOParams(aggregation="token-mean", clip_low=0.2, clip_high=0.28)

@@ -17,10 +17,24 @@ from mucode.train.store import StoredGroup, StoredSample
 
 def _group(gid: int, rewards: list[float], advantages: list[float] | None = None) -> StoredGroup:
     adv = advantages if advantages is not None else [r - sum(rewards) / len(rewards) for r in rewards]
-    return StoredGroup(gid, f"p{gid}", [
-        StoredSample(prompt_id=f"p{gid}", sample_index=i, prompt_tokens=[1, 2], response_tokens=[3, 4, 5],
-                     behaviour_logprobs=[-1.0, -1.0, -1.0], reward=r, status="ok", masked=False, advantage=a)
-        for i, (r, a) in enumerate(zip(rewards, adv, strict=True))])
+    return StoredGroup(
+        gid,
+        f"p{gid}",
+        [
+            StoredSample(
+                prompt_id=f"p{gid}",
+                sample_index=i,
+                prompt_tokens=[1, 2],
+                response_tokens=[3, 4, 5],
+                behaviour_logprobs=[-1.0, -1.0, -1.0],
+                reward=r,
+                status="ok",
+                masked=False,
+                advantage=a,
+            )
+            for i, (r, a) in enumerate(zip(rewards, adv, strict=True))
+        ],
+    )
 
 
 def test_single_draws_follow_the_priority_distribution() -> None:
@@ -57,11 +71,15 @@ def test_draws_without_replacement_are_successive_weighted_draws() -> None:
 
 
 def test_replay_is_fresh_anchored_evicts_by_age_and_waits_for_warmup() -> None:
-    composer = ReplayComposer(ReplayParams(replay_ratio=0.5, max_age=2, warmup_updates=1, capacity=100), seed=0)
+    composer = ReplayComposer(
+        ReplayParams(replay_ratio=0.5, max_age=2, warmup_updates=1, capacity=100), seed=0
+    )
     batch0 = [_group(0, [1, 0, 0, 1]), _group(1, [1, 1, 1, 1])]  # group 1: zero variance
     out, m = composer.compose(batch0, update=0)
     assert [g.group_id for g in out] == [0]  # the flat group is dropped, nothing replayed in warm-up
-    assert m["replay/replayed"] == 0 and m["replay/buffer_size"] == 4 and m["groups/zero_variance_frac"] == 0.5
+    assert (
+        m["replay/replayed"] == 0 and m["replay/buffer_size"] == 4 and m["groups/zero_variance_frac"] == 0.5
+    )
     out, m = composer.compose([_group(2, [0, 1, 0, 0])], update=1)
     assert [g.group_id for g in out][0] == 2 and all(g.replayed for g in out[1:])
     assert m["replay/replayed"] == 2 == round(0.5 * 4) and m["replay/age_max"] == 1
@@ -116,14 +134,17 @@ KEEP_FIRST = Component("keep_first", KeepFirstParams, KeepFirst, "test plug-in c
 
 
 def test_a_plugin_composer_is_found_through_its_entry_point_with_typed_params(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "site"
     root.mkdir()
     (root / "mucode_test_composer.py").write_text(PLUGIN)
     info = root / "mucode_test_composer-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-composer\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[mucode.composers]\nkeep_first = mucode_test_composer:KEEP_FIRST\n")
+    (info / "entry_points.txt").write_text(
+        "[mucode.composers]\nkeep_first = mucode_test_composer:KEEP_FIRST\n"
+    )
     monkeypatch.syspath_prepend(str(root))
     COMPOSERS.refresh()
     try:

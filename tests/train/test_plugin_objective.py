@@ -78,8 +78,10 @@ def objective_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     info = root / "mucode_test_objective-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-objective\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[mucode.objectives]\ncounting = mucode_test_objective:COUNTING\n"
-                                           "group_mean = mucode_test_objective:GROUP_MEAN\n")
+    (info / "entry_points.txt").write_text(
+        "[mucode.objectives]\ncounting = mucode_test_objective:COUNTING\n"
+        "group_mean = mucode_test_objective:GROUP_MEAN\n"
+    )
     monkeypatch.syspath_prepend(str(root))
     log = tmp_path / "calls.log"
     monkeypatch.setenv("MUCODE_TEST_OBJECTIVE_LOG", str(log))
@@ -96,15 +98,25 @@ def test_plugin_objective_is_selected_from_the_config_and_its_loss_is_used(
 
     data = write_tasks(tmp_path / "tasks.jsonl", "parity", n=4)
     run_dir = tmp_path / "run"
-    overrides = run_overrides(small_policy, data, run_dir, algo__objective="counting", algo__weight=0.5,
-                              batch__updates_per_stage=2, batch__num_stages=1)
+    overrides = run_overrides(
+        small_policy,
+        data,
+        run_dir,
+        algo__objective="counting",
+        algo__weight=0.5,
+        batch__updates_per_stage=2,
+        batch__num_stages=1,
+    )
     cfg = load_config(None, overrides)
     assert type(cfg.algo.params).__name__ == "CountingParams" and cfg.algo.params.weight == 0.5
     run_training(cfg)
 
     calls = objective_plugin.read_text().splitlines()
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-            if '"event"' not in line]
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"event"' not in line
+    ]
     assert [r["update"] for r in rows] == [1, 2]
     # one call per micro-batch of every update, each with the configured weight and real tokens
     assert len(calls) == sum(r["batch/micro_batches"] for r in rows) >= 2
@@ -121,17 +133,30 @@ def test_plugin_objective_gets_whole_groups_their_rewards_and_the_reference_kl(
 
     data = write_tasks(tmp_path / "tasks.jsonl", "parity", n=4)
     run_dir = tmp_path / "run"
-    overrides = run_overrides(small_policy, data, run_dir, algo__objective="group_mean",
-                              batch__updates_per_stage=2, batch__num_stages=2, batch__micro_batch_tokens=64,
-                              reference__reset_every_stages=1)
+    overrides = run_overrides(
+        small_policy,
+        data,
+        run_dir,
+        algo__objective="group_mean",
+        batch__updates_per_stage=2,
+        batch__num_stages=2,
+        batch__micro_batch_tokens=64,
+        reference__reset_every_stages=1,
+    )
     cfg = load_config(None, overrides)
     assert cfg.algo.params.kl_coef == 0.5
     run_training(cfg)
 
     calls = [line.split() for line in objective_plugin.read_text().splitlines()]
-    assert calls and all(int(rows) == 4 * int(n_groups) for n_groups, rows, _ in calls)  # whole groups of G = 4
+    assert calls and all(
+        int(rows) == 4 * int(n_groups) for n_groups, rows, _ in calls
+    )  # whole groups of G = 4
     assert sorted({float(progress) for *_, progress in calls}) == [0.0, 0.25, 0.5, 0.75]
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' not in line]
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"event"' not in line
+    ]
     kl = [r["kl/ref"] for r in rows]
     assert kl[0] == pytest.approx(0.0, abs=1e-6)  # π_ref is the starting policy, π_θ has not moved yet
     assert kl[1] > 1e-6  # after one update it has
@@ -144,7 +169,10 @@ def test_plugin_objective_params_are_its_own(objective_plugin: Path) -> None:
         load_config(None, ["algo.objective=counting", "algo.veto_scope=sequence"])
     assert "veto_scope: not a parameter of algo.objective=counting (CountingParams)" in str(err.value)
     assert "weight" in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match=r"valid names: agpo, conspo, counting, group_mean, grpo, m2po, mu_grpo, offpolicy_grpo"):
+    with pytest.raises(
+        ConfigError,
+        match=r"valid names: agpo, conspo, counting, group_mean, grpo, m2po, mu_grpo, offpolicy_grpo",
+    ):
         load_config(None, ["algo.objective=sgd"])
 
 
@@ -155,4 +183,7 @@ def test_verl_config_refuses_a_plugin_objective_in_one_line(objective_plugin: Pa
 
     result = CliRunner().invoke(get_app(), ["verl-config", "algo.objective=counting"])
     assert result.exit_code == 2, result.output
-    assert result.output.strip() == "algo.objective=counting has no verl loss; verl-config supports grpo, m2po, mu_grpo, offpolicy_grpo"
+    assert (
+        result.output.strip()
+        == "algo.objective=counting has no verl loss; verl-config supports grpo, m2po, mu_grpo, offpolicy_grpo"
+    )

@@ -35,7 +35,9 @@ def test_agpo_plan_follows_the_probe_statistics_and_the_official_temperature() -
         want.append(min(1.5, max(0.5, 1.0 * (1 + 0.15 * c))))
     assert [plan[s]["temperature"] for s in (3, 5, 7)] == pytest.approx(want)
     again = controller.plan([3], probes, base_temperature=1.0)  # the EMA carries over to the next stage
-    assert again[3]["temperature"] == pytest.approx(min(1.5, max(0.5, 1 + 0.15 * (u[0] - ema) / (ema + 1e-8))))
+    assert again[3]["temperature"] == pytest.approx(
+        min(1.5, max(0.5, 1 + 0.15 * (u[0] - ema) / (ema + 1e-8)))
+    )
 
 
 def test_sampling_controllers_are_a_registry_with_typed_params() -> None:

@@ -13,21 +13,38 @@ __all__ = ["register"]
 def verl_config(
     task: Annotated[Literal["code", "math"] | None, typer.Option("--task", help="Sets data.task.")] = None,
     config: Annotated[str | None, typer.Option("--config", "-c", help="YAML file or preset name.")] = None,
-    overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides.", show_default=False)] = None,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write DIR/mucode_verl.yaml (and DIR/train.parquet unless --train-files) "
-        "and print the command that runs it.")] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="key=value overrides.", show_default=False)
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write DIR/mucode_verl.yaml (and DIR/train.parquet unless --train-files) "
+            "and print the command that runs it.",
+        ),
+    ] = None,
     model: Annotated[str | None, typer.Option(help="Model path or Hub id (default: model.path).")] = None,
-    train_files: Annotated[list[str] | None, typer.Option(
-        "--train-files", help="verl Parquet files (repeat); default: data.source converted into --output.")] = None,
-    val_files: Annotated[list[str] | None, typer.Option("--val-files", help="Validation Parquet files.")] = None,
-    verifier_url: Annotated[str | None, typer.Option(
-        help="mucode verifier base URL(s) reachable from every node (default: verifier.url).")] = None,
+    train_files: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--train-files", help="verl Parquet files (repeat); default: data.source converted into --output."
+        ),
+    ] = None,
+    val_files: Annotated[
+        list[str] | None, typer.Option("--val-files", help="Validation Parquet files.")
+    ] = None,
+    verifier_url: Annotated[
+        str | None,
+        typer.Option(help="mucode verifier base URL(s) reachable from every node (default: verifier.url)."),
+    ] = None,
     gpus_per_node: Annotated[int, typer.Option(min=1)] = 8,
     nnodes: Annotated[int, typer.Option(min=1)] = 1,
     project: Annotated[str, typer.Option(help="trainer.project_name")] = "mucode",
-    as_yaml: Annotated[bool, typer.Option("--yaml", help="Print the nested config file instead of "
-                                          "command-line overrides.")] = False,
+    as_yaml: Annotated[
+        bool, typer.Option("--yaml", help="Print the nested config file instead of command-line overrides.")
+    ] = False,
 ) -> None:
     """A verl 0.9.1 run (Ray, multi-node) of the same config with mucode's losses and verifier.
 
@@ -43,18 +60,27 @@ def verl_config(
         typer.secho(refusal, fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     url = verifier_url or (",".join(cfg.verifier.url) if cfg.verifier.url else None)
-    run = vc.VerlRun(model_path=resolve_model_path(model or cfg.model.path), train_files=list(train_files or []),
-                     val_files=list(val_files or []), verifier_url=url, gpus_per_node=gpus_per_node,
-                     nnodes=nnodes, project=project)
+    run = vc.VerlRun(
+        model_path=resolve_model_path(model or cfg.model.path),
+        train_files=list(train_files or []),
+        val_files=list(val_files or []),
+        verifier_url=url,
+        gpus_per_node=gpus_per_node,
+        nnodes=nnodes,
+        project=project,
+    )
     if output is not None:
         if not run.train_files:
             run = _convert_data(cfg, run, output)
         path, command = vc.write_verl_run(cfg, run, output)
         typer.echo(f"wrote {path}")
         if not url:
-            typer.secho("note: no verifier URL: start one (`mucode serve` or `docker compose up`) and pass "
-                        "--verifier-url, or export MUCODE_VERIFIER_URL on every node", fg=typer.colors.YELLOW,
-                        err=True)
+            typer.secho(
+                "note: no verifier URL: start one (`mucode serve` or `docker compose up`) and pass "
+                "--verifier-url, or export MUCODE_VERIFIER_URL on every node",
+                fg=typer.colors.YELLOW,
+                err=True,
+            )
         typer.echo(command)
     elif as_yaml:
         import yaml
@@ -75,11 +101,21 @@ def _convert_data(cfg, run, output: Path):  # noqa: ANN001, ANN202 - MucodeConfi
 
     d = cfg.data
     try:
-        records = load_tasks(d.source or "default", d.task, split=d.split, limit=d.limit,
-                             instruction=d.instruction, schema=d.format, columns=d.columns)
+        records = load_tasks(
+            d.source or "default",
+            d.task,
+            split=d.split,
+            limit=d.limit,
+            instruction=d.instruction,
+            schema=d.format,
+            columns=d.columns,
+        )
     except (FileNotFoundError, ValueError) as err:
-        typer.secho(f"cannot convert data.source={d.source!r} for verl: {err}; pass --train-files instead",
-                    fg=typer.colors.RED, err=True)
+        typer.secho(
+            f"cannot convert data.source={d.source!r} for verl: {err}; pass --train-files instead",
+            fg=typer.colors.RED,
+            err=True,
+        )
         raise typer.Exit(2) from None
     path = (output / "train.parquet").resolve()
     n = write_verl_parquet(records, path, data_source=d.source or d.task)

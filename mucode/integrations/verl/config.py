@@ -36,8 +36,19 @@ from mucode.algo.modes import LossAggregation, StdEstimator
 from mucode.config import MucodeConfig
 from mucode.registry import Registry
 
-__all__ = ["EXTERNAL_MODULE", "VERL_LOSSES", "VerlRun", "verl_command", "verl_overrides", "verl_refusal", "verl_run_config",
-           "verl_settings", "verl_warnings", "write_verl_parquet", "write_verl_run"]
+__all__ = [
+    "EXTERNAL_MODULE",
+    "VERL_LOSSES",
+    "VerlRun",
+    "verl_command",
+    "verl_overrides",
+    "verl_refusal",
+    "verl_run_config",
+    "verl_settings",
+    "verl_warnings",
+    "write_verl_parquet",
+    "write_verl_run",
+]
 
 EXTERNAL_MODULE = "mucode.integrations.verl.register"
 CONFIG_NAME = "mucode_verl"
@@ -74,40 +85,56 @@ class _VerlLoss:
 
 
 def _mu_grpo(p: Any) -> list[tuple[str, Any]]:
-    return [(f"{ENV}.MUCODE_VETO_SCOPE", p.veto_scope.value), (f"{ENV}.MUCODE_VETO_THRESHOLD", str(p.veto_threshold)),
-            (f"{ACTOR}.policy_loss.loss_mode", "mu_grpo"), (f"{ACTOR}.clip_ratio_high", p.ratio_upper - 1.0)]
+    return [
+        (f"{ENV}.MUCODE_VETO_SCOPE", p.veto_scope.value),
+        (f"{ENV}.MUCODE_VETO_THRESHOLD", str(p.veto_threshold)),
+        (f"{ACTOR}.policy_loss.loss_mode", "mu_grpo"),
+        (f"{ACTOR}.clip_ratio_high", p.ratio_upper - 1.0),
+    ]
 
 
 def _m2po(p: Any) -> list[tuple[str, Any]]:
-    return [(f"{ENV}.MUCODE_M2PO_THRESHOLD", str(p.m2_threshold)), (f"{ENV}.MUCODE_M2PO_MODE", p.mode.value),
-            (f"{ACTOR}.policy_loss.loss_mode", "m2po")]
+    return [
+        (f"{ENV}.MUCODE_M2PO_THRESHOLD", str(p.m2_threshold)),
+        (f"{ENV}.MUCODE_M2PO_MODE", p.mode.value),
+        (f"{ACTOR}.policy_loss.loss_mode", "m2po"),
+    ]
 
 
 def _grpo(p: Any) -> list[tuple[str, Any]]:
     # verl's own vanilla PPO-clip loss, which always applies dual-clip to A<0 tokens
-    return [(f"{ACTOR}.policy_loss.loss_mode", "vanilla"), (f"{ACTOR}.clip_ratio_low", p.clip_low),
-            (f"{ACTOR}.clip_ratio_high", p.clip_high),
-            (f"{ACTOR}.clip_ratio_c", p.dual_clip if p.dual_clip is not None else _NO_LIMIT)]
+    return [
+        (f"{ACTOR}.policy_loss.loss_mode", "vanilla"),
+        (f"{ACTOR}.clip_ratio_low", p.clip_low),
+        (f"{ACTOR}.clip_ratio_high", p.clip_high),
+        (f"{ACTOR}.clip_ratio_c", p.dual_clip if p.dual_clip is not None else _NO_LIMIT),
+    ]
 
 
 def _offpolicy_grpo(p: Any) -> list[tuple[str, Any]]:
     # mucode's adapter (PPO-clip, zero-advantage rows out of the loss); the KL is verl's own (below)
-    return [(f"{ACTOR}.policy_loss.loss_mode", "offpolicy_grpo"), (f"{ACTOR}.clip_ratio_low", p.clip_low),
-            (f"{ACTOR}.clip_ratio_high", p.clip_high)]
+    return [
+        (f"{ACTOR}.policy_loss.loss_mode", "offpolicy_grpo"),
+        (f"{ACTOR}.clip_ratio_low", p.clip_low),
+        (f"{ACTOR}.clip_ratio_high", p.clip_high),
+    ]
 
 
 _COMMON = ("aggregation", "norm_length", "kl_coef", "kl_estimator")
 VERL_LOSSES: Registry[_VerlLoss] = Registry("objective with a verl loss")
 """The objectives a verl run can optimize, by name (mu_grpo and m2po through mucode's adapters)."""
-VERL_LOSSES.register("mu_grpo", _VerlLoss(_mu_grpo, (*_COMMON, "ratio_upper", "veto_scope", "veto_threshold")))
+VERL_LOSSES.register(
+    "mu_grpo", _VerlLoss(_mu_grpo, (*_COMMON, "ratio_upper", "veto_scope", "veto_threshold"))
+)
 VERL_LOSSES.register("m2po", _VerlLoss(_m2po, (*_COMMON, "m2_threshold", "mode")))
 VERL_LOSSES.register("grpo", _VerlLoss(_grpo, (*_COMMON, "clip_low", "clip_high", "dual_clip")))
-VERL_LOSSES.register("offpolicy_grpo", _VerlLoss(_offpolicy_grpo, (*_COMMON, "clip_low", "clip_high",
-                                                                    "mask_zero_variance")))
+VERL_LOSSES.register(
+    "offpolicy_grpo", _VerlLoss(_offpolicy_grpo, (*_COMMON, "clip_low", "clip_high", "mask_zero_variance"))
+)
 
 _NO_VERL_LOSS = {
     "conspo": "it contrasts the responses of one prompt with each other, and verl's policy-loss call gets "
-              "neither group ids nor whole groups",
+    "neither group ids nor whole groups",
     "agpo": "its clip needs AGPO's probe statistics per prompt, which verl's rollout does not produce",
 }
 
@@ -115,11 +142,15 @@ _NO_VERL_LOSS = {
 def verl_refusal(cfg: MucodeConfig) -> str | None:
     """One line saying why verl cannot run ``cfg`` (None: it can)."""
     if cfg.sampling.controller != "fixed":
-        return (f"sampling.controller={cfg.sampling.controller} has no verl equivalent: verl samples every prompt "
-                "at one temperature and has no probe generation")
+        return (
+            f"sampling.controller={cfg.sampling.controller} has no verl equivalent: verl samples every prompt "
+            "at one temperature and has no probe generation"
+        )
     if cfg.compose.composer != "fresh":
-        return (f"compose.composer={cfg.compose.composer} has no verl equivalent: verl trains each step on that "
-                "step's own rollouts (no buffer of earlier rollouts)")
+        return (
+            f"compose.composer={cfg.compose.composer} has no verl equivalent: verl trains each step on that "
+            "step's own rollouts (no buffer of earlier rollouts)"
+        )
     if cfg.algo.objective in _NO_VERL_LOSS:
         return f"algo.objective={cfg.algo.objective} has no verl loss: {_NO_VERL_LOSS[cfg.algo.objective]}"
     if cfg.algo.objective not in VERL_LOSSES:  # a plug-in objective: verl has no loss for it
@@ -131,8 +162,11 @@ def _kl_settings(params: Any) -> list[tuple[str, Any]]:
     """verl's own reference KL loss for ``kl_coef`` > 0 (k3 is verl's low_var_kl, k1 its kl)."""
     if params.kl_coef <= 0:
         return [(f"{ACTOR}.use_kl_loss", False)]
-    return [(f"{ACTOR}.use_kl_loss", True), (f"{ACTOR}.kl_loss_coef", params.kl_coef),
-            (f"{ACTOR}.kl_loss_type", "low_var_kl" if params.kl_estimator.value == "k3" else "kl")]
+    return [
+        (f"{ACTOR}.use_kl_loss", True),
+        (f"{ACTOR}.kl_loss_coef", params.kl_coef),
+        (f"{ACTOR}.kl_loss_type", "low_var_kl" if params.kl_estimator.value == "k3" else "kl"),
+    ]
 
 
 def _objective_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
@@ -202,8 +236,10 @@ def _run_settings(cfg: MucodeConfig, run: VerlRun) -> list[tuple[str, Any]]:
 
 def verl_run_config(cfg: MucodeConfig, run: VerlRun) -> dict[str, Any]:
     """The nested verl config file (a dict to dump as YAML) for ``cfg`` on ``run``."""
-    tree: dict[str, Any] = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]},
-                            "defaults": ["ppo_trainer", "_self_"]}
+    tree: dict[str, Any] = {
+        "hydra": {"searchpath": ["pkg://verl.trainer.config"]},
+        "defaults": ["ppo_trainer", "_self_"],
+    }
     for key, value in [*verl_settings(cfg), *_run_settings(cfg, run)]:
         node = tree
         *parents, leaf = key.split(".")
@@ -224,8 +260,9 @@ def write_verl_run(cfg: MucodeConfig, run: VerlRun, out_dir: Path) -> tuple[Path
     env = f"VERL_USE_EXTERNAL_MODULES={EXTERNAL_MODULE}"
     if run.verifier_url:
         env += f" MUCODE_VERIFIER_URL={run.verifier_url}"
-    command = (f"{env} python -m verl.trainer.main_ppo --config-path {out_dir.resolve()} "
-               f"--config-name {CONFIG_NAME}")
+    command = (
+        f"{env} python -m verl.trainer.main_ppo --config-path {out_dir.resolve()} --config-name {CONFIG_NAME}"
+    )
     return path, command
 
 
@@ -242,15 +279,22 @@ def write_verl_parquet(records: Iterable[Any], path: Path, *, data_source: str =
     rows = []
     for index, record in enumerate(records):
         answer = record.spec.get("answer") if record.program == "math" else None
-        rows.append({
-            "data_source": data_source,
-            "prompt": [{"role": m["role"], "content": m["content"]} for m in record.messages],
-            "ability": record.program,
-            "reward_model": {"style": "rule",
-                             "ground_truth": str(answer) if answer is not None else json.dumps(record.spec)},
-            "extra_info": {"index": index, "prompt_id": record.prompt_id,
-                           "mucode": json.dumps({"program": record.program, "spec": record.spec})},
-        })
+        rows.append(
+            {
+                "data_source": data_source,
+                "prompt": [{"role": m["role"], "content": m["content"]} for m in record.messages],
+                "ability": record.program,
+                "reward_model": {
+                    "style": "rule",
+                    "ground_truth": str(answer) if answer is not None else json.dumps(record.spec),
+                },
+                "extra_info": {
+                    "index": index,
+                    "prompt_id": record.prompt_id,
+                    "mucode": json.dumps({"program": record.program, "spec": record.spec}),
+                },
+            }
+        )
     if not rows:
         raise ValueError(f"no records to write to {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -287,17 +331,25 @@ def verl_warnings(cfg: MucodeConfig) -> list[str]:
     default = type(params)()
     for f in fields(params):
         if f.name not in carried and getattr(params, f.name) != getattr(default, f.name):
-            out.append(f"algo.{f.name}={getattr(params, f.name)} has no verl equivalent; verl runs the default "
-                       f"{getattr(default, f.name)}")
+            out.append(
+                f"algo.{f.name}={getattr(params, f.name)} has no verl equivalent; verl runs the default "
+                f"{getattr(default, f.name)}"
+            )
     if params.kl_coef > 0 and cfg.reference.reset_every_stages is not None:
-        out.append(f"reference.reset_every_stages={cfg.reference.reset_every_stages} has no verl equivalent: "
-                   "verl's reference policy stays the initial one")
+        out.append(
+            f"reference.reset_every_stages={cfg.reference.reset_every_stages} has no verl equivalent: "
+            "verl's reference policy stays the initial one"
+        )
     if getattr(params, "mask_zero_variance", False):
-        out.append("zero-variance groups leave verl's loss (their advantages are 0) but stay in its global "
-                   "denominator")
+        out.append(
+            "zero-variance groups leave verl's loss (their advantages are 0) but stay in its global "
+            "denominator"
+        )
     if not cfg.algo.recompute_behaviour_logprobs:
-        out.append("verl recomputes the behaviour log-probs with the actor (decoupled mode); "
-                   "the engine's stored log-probs are not used there")
+        out.append(
+            "verl recomputes the behaviour log-probs with the actor (decoupled mode); "
+            "the engine's stored log-probs are not used there"
+        )
     return out
 
 

@@ -64,8 +64,14 @@ from mucode.algo import (
     Reduce,
 )
 
-__all__ = ["m2po_params", "m2po_policy_loss", "mu_grpo_params", "mu_grpo_policy_loss", "offpolicy_grpo_params",
-           "offpolicy_grpo_policy_loss"]
+__all__ = [
+    "m2po_params",
+    "m2po_policy_loss",
+    "mu_grpo_params",
+    "mu_grpo_policy_loss",
+    "offpolicy_grpo_params",
+    "offpolicy_grpo_policy_loss",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -240,9 +246,12 @@ def offpolicy_grpo_params(config: Any, loss_agg_mode: str, response_length: int)
     """PPO-clip params from verl's ``clip_ratio_low``/``clip_ratio_high`` (0.2 when absent); no KL here."""
     low = float(_config_value(config, "clip_ratio_low", None) or _config_value(config, "clip_ratio", 0.2))
     high = float(_config_value(config, "clip_ratio_high", None) or _config_value(config, "clip_ratio", 0.2))
-    return GRPOParams(aggregation=_aggregation(loss_agg_mode),
-                      norm_length=int(_config_value(config, "loss_scale_factor", response_length)),
-                      clip_low=low, clip_high=high)
+    return GRPOParams(
+        aggregation=_aggregation(loss_agg_mode),
+        norm_length=int(_config_value(config, "loss_scale_factor", response_length)),
+        clip_low=low,
+        clip_high=high,
+    )
 
 
 def offpolicy_grpo_policy_loss(
