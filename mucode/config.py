@@ -31,6 +31,7 @@ from mucode.config_algo import (
     objective_param_keys,
 )
 from mucode.config_algo import nest_params as _nest_params
+from mucode.config_methods import ComposeConfig, ReferenceConfig, SamplingConfig
 from mucode.configs import CONFIG_DIR as PRESETS_DIR
 from mucode.data.schemas import SCHEMAS
 from mucode.protocol import Connection
@@ -156,6 +157,21 @@ class BatchConfig(_Section):
     """Stages (generate once, then μ updates) in the run."""
     micro_batch_tokens: int = Field(16384, ge=1)
     """Token budget of one forward/backward micro-batch; gradients accumulate over the minibatch."""
+    update_epochs: int = Field(1, ge=1)
+    """Passes over each stage's rollouts: a stage samples B_mini · μ / update_epochs prompts (AGPO: 4)."""
+
+    @model_validator(mode="after")
+    def _epochs_divide(self) -> BatchConfig:
+        if self.updates_per_stage % self.update_epochs:
+            raise ValueError(
+                f"batch.updates_per_stage={self.updates_per_stage} must be a multiple of "
+                f"batch.update_epochs={self.update_epochs}"
+            )
+        return self
+
+    def prompts_per_stage(self) -> int:
+        """B_train: prompts sampled per stage (B_mini · μ / update_epochs)."""
+        return self.prompts_per_update * self.updates_per_stage // self.update_epochs
 
 
 class OptimConfig(_Section):
@@ -297,6 +313,9 @@ class MucodeConfig(_Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    compose: ComposeConfig = Field(default_factory=ComposeConfig)
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
 
     @model_validator(mode="before")
     @classmethod

@@ -53,6 +53,10 @@ class SeedPurpose(Enum):
     """Request ``index`` of a stage whose engine is seeded ``base`` (per-request seeding)."""
     STORE_PASS = _Steps("store_pass", 1, 0, 0)
     """Pass ``index`` over a stage store read with seed ``base`` (each pass has its own shuffle)."""
+    REPLAY = _Steps("replay", 1, 0, 0)
+    """The batch composer's draws (replay), from ``train.seed``."""
+    SAMPLING = _Steps("sampling", 1, 0, 0)
+    """A sampling controller's own randomness, from ``rollout.seed``."""
 
 
 def derive_seed(base: int, purpose: SeedPurpose, *, stage: int = 0, rank: int = 0, index: int = 0) -> int:

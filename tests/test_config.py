@@ -75,12 +75,18 @@ def test_config_file_path(tmp_path) -> None:
     [
         (["algo.veto_scope=everything"], "'none', 'trigger', 'suffix', 'nontrigger_suffix' or 'sequence'"),
         (["algo.dual_clip=3"], "dual_clip: not a parameter of algo.objective=mu_grpo"),
-        (["algo.clip_low=0.2"], "its parameters: aggregation, norm_length, max_abs_log_ratio, ratio_upper"),
+        (
+            ["algo.clip_low=0.2"],
+            "its parameters: aggregation, norm_length, max_abs_log_ratio, kl_coef, kl_estimator, mask_zero_variance, ratio_upper",  # noqa: E501
+        ),
         (
             ["algo.objective=grpo", "algo.veto_scope=suffix"],
             "veto_scope: not a parameter of algo.objective=grpo",
         ),
-        (["algo.objective=ppo"], "unknown objective 'ppo'; valid names: grpo, m2po, mu_grpo"),
+        (
+            ["algo.objective=ppo"],
+            "unknown objective 'ppo'; valid names: agpo, conspo, grpo, m2po, mu_grpo, offpolicy_grpo",
+        ),
         (["algo.objective=m2po", "algo.mode=greedy"], "'greedy_mask' or 'water_fill'"),
         (["algo.ratio_upper=-1"], "ratio_upper must be > 0"),
         (["algo.veto_threshold=abc"], "valid number"),
@@ -221,7 +227,7 @@ def test_code_task_takes_the_code_batch_unless_overridden() -> None:
     [
         (
             "algo:\n  objective: sgd\n",
-            "algo.objective: unknown objective 'sgd'; valid names: grpo, m2po, mu_grpo",
+            "algo.objective: unknown objective 'sgd'; valid names: agpo, conspo, grpo, m2po, mu_grpo, offpolicy_grpo",
         ),
         (
             "rollout:\n  engine: sglang\n",

@@ -34,7 +34,15 @@ HEAVY = ("torch", "transformers", "vllm", "verl", "matplotlib", "fastapi", "uvic
 """Dependencies heavy enough (to import, or optional) that a function may import them, or a module that
 pulls them in, lazily."""
 
-GROUND = {"mucode", "mucode.protocol", "mucode.registry", "mucode.seeds", "mucode.logs", "mucode.configs"}
+GROUND = {
+    "mucode",
+    "mucode.protocol",
+    "mucode.registry",
+    "mucode.seeds",
+    "mucode.logs",
+    "mucode.configs",
+    "mucode.components",
+}
 
 MAY_IMPORT: dict[str, set[str]] = {
     "ground": set(),
@@ -61,7 +69,18 @@ MAY_IMPORT: dict[str, set[str]] = {
         "sandbox",
     },
     "integrations": {"ground", "algo", "data", "assets", "config", "verifier", "rewards", "sandbox"},
-    "study": {"ground", "algo", "data", "assets", "rollout", "config", "verifier", "rewards", "sandbox", "train"},
+    "study": {
+        "ground",
+        "algo",
+        "data",
+        "assets",
+        "rollout",
+        "config",
+        "verifier",
+        "rewards",
+        "sandbox",
+        "train",
+    },
     "cli": {
         "ground",
         "algo",
@@ -87,7 +106,7 @@ def area_of(module: str) -> str:
         return "ground"
     if module.startswith("mucode.sandbox.executor"):
         return "executor"
-    if module in ("mucode.config", "mucode.config_algo"):
+    if module in ("mucode.config", "mucode.config_algo", "mucode.config_methods"):
         return "config"
     return module.split(".")[1]
 

@@ -3,8 +3,12 @@
 Objectives
 ==========
 ``get_objective(name)`` returns a registered :class:`Objective`: ``grpo`` (PPO-clip baseline),
-``mu_grpo`` (clip [0, 5] + negative-advantage veto; the method) and ``m2po`` (second-moment trust
-region baseline). Each has a frozen, typed params dataclass (``objective.params_type``:
+``mu_grpo`` (clip [0, 5] + negative-advantage veto; the method), ``m2po`` (second-moment trust
+region baseline), ``offpolicy_grpo`` (PPO-clip + zero-variance masking + reference KL), ``conspo``
+(group-wise InfoNCE with a margin schedule) and ``agpo`` (per-prompt adaptive clip). The extension
+points every objective shares (reference KL, zero-variance masking, groups, rewards, progress,
+per-row data, trainer-held state) are described in :mod:`mucode.algo.objective`. Each has a frozen, typed
+params dataclass (``objective.params_type``:
 :class:`GRPOParams`, :class:`MuGRPOParams`, :class:`M2POParams`) whose defaults are the papers'.
 ``register_objective`` adds a new one (a name registered twice raises; an unknown name lists the
 valid ones).
@@ -86,18 +90,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mucode.algo.advantages import group_advantages
     from mucode.algo.aggregation import loss_denominator
+    from mucode.algo.agpo import AGPO, AGPOParams
     from mucode.algo.catalog import OBJECTIVES, get_objective, objective_names, register_objective
+    from mucode.algo.conspo import CONSPO, ConSPOParams, conspo_margin
+    from mucode.algo.groups import group_token_scale, zero_variance_rows
     from mucode.algo.grpo import GRPO, GRPOParams
     from mucode.algo.m2po import M2PO, M2POParams, m2po_candidates, m2po_greedy_keep, m2po_water_level
     from mucode.algo.metrics import METRICS, MetricSpec, Reduce, reduce_metrics
-    from mucode.algo.modes import LossAggregation, M2POMode, StdEstimator, VetoScope
+    from mucode.algo.modes import KLEstimator, LossAggregation, M2POMode, StdEstimator, VetoScope
     from mucode.algo.mu_grpo import MU_GRPO, MuGRPOParams, veto_mask
     from mucode.algo.objective import LossInputs, Objective, ObjectiveParams
+    from mucode.algo.offpolicy_grpo import OFFPOLICY_GRPO, OffPolicyGRPOParams
     from mucode.algo.ratios import log_ratio, ratio
     from mucode.registry import DuplicateNameError, Registry, UnknownNameError
 
 _EXPORTS: dict[str, str] = {
     "group_advantages": "mucode.algo.advantages",
+    **dict.fromkeys(("AGPO", "AGPOParams"), "mucode.algo.agpo"),
+    **dict.fromkeys(("CONSPO", "ConSPOParams", "conspo_margin"), "mucode.algo.conspo"),
+    **dict.fromkeys(("group_token_scale", "zero_variance_rows"), "mucode.algo.groups"),
+    **dict.fromkeys(("OFFPOLICY_GRPO", "OffPolicyGRPOParams"), "mucode.algo.offpolicy_grpo"),
     "loss_denominator": "mucode.algo.aggregation",
     **dict.fromkeys(
         ("OBJECTIVES", "get_objective", "objective_names", "register_objective"), "mucode.algo.catalog"
@@ -107,7 +119,9 @@ _EXPORTS: dict[str, str] = {
         ("M2PO", "M2POParams", "m2po_candidates", "m2po_greedy_keep", "m2po_water_level"), "mucode.algo.m2po"
     ),
     **dict.fromkeys(("METRICS", "MetricSpec", "Reduce", "reduce_metrics"), "mucode.algo.metrics"),
-    **dict.fromkeys(("LossAggregation", "M2POMode", "StdEstimator", "VetoScope"), "mucode.algo.modes"),
+    **dict.fromkeys(
+        ("KLEstimator", "LossAggregation", "M2POMode", "StdEstimator", "VetoScope"), "mucode.algo.modes"
+    ),
     **dict.fromkeys(("MU_GRPO", "MuGRPOParams", "veto_mask"), "mucode.algo.mu_grpo"),
     **dict.fromkeys(("LossInputs", "Objective", "ObjectiveParams"), "mucode.algo.objective"),
     **dict.fromkeys(("log_ratio", "ratio"), "mucode.algo.ratios"),
@@ -115,7 +129,17 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "AGPO",
+    "AGPOParams",
+    "CONSPO",
+    "ConSPOParams",
     "GRPO",
+    "KLEstimator",
+    "OFFPOLICY_GRPO",
+    "OffPolicyGRPOParams",
+    "conspo_margin",
+    "group_token_scale",
+    "zero_variance_rows",
     "M2PO",
     "METRICS",
     "MU_GRPO",

@@ -1,4 +1,5 @@
-"""The objective registry: built-ins (``grpo``, ``mu_grpo``, ``m2po``) and plug-ins.
+"""The objective registry: built-ins (``grpo``, ``mu_grpo``, ``m2po``, ``offpolicy_grpo``, ``conspo``,
+``agpo``) and plug-ins.
 
 Plug-in packages declare objectives under the ``mucode.objectives`` entry-point group::
 
@@ -13,10 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from mucode.algo.agpo import AGPO
+from mucode.algo.conspo import CONSPO
 from mucode.algo.grpo import GRPO
 from mucode.algo.m2po import M2PO
 from mucode.algo.mu_grpo import MU_GRPO
 from mucode.algo.objective import Objective
+from mucode.algo.offpolicy_grpo import OFFPOLICY_GRPO
 from mucode.registry import Registry
 
 __all__ = ["ENTRY_POINT_GROUP", "OBJECTIVES", "get_objective", "objective_names", "register_objective"]
@@ -36,7 +40,7 @@ OBJECTIVES: Registry[Objective[Any]] = Registry(
     "objective", entry_point_group=ENTRY_POINT_GROUP, adapt=_as_objective
 )
 """Every objective by name: the built-ins and what installed packages declare."""
-for _builtin in (GRPO, MU_GRPO, M2PO):
+for _builtin in (GRPO, MU_GRPO, M2PO, OFFPOLICY_GRPO, CONSPO, AGPO):
     OBJECTIVES.register(_builtin.name, _builtin)
 
 

@@ -32,6 +32,19 @@ Glossary (``ρ = π_θ/β`` per token, A the response's advantage):
 - ``stale/m2po_masked_token_frac``: ``m2po`` greedy: masked tokens / all valid tokens.
 - ``stale/m2po_ratio_low``, ``stale/m2po_ratio_high``: ``m2po`` water-fill: the ratio clip bounds.
 - ``policy/entropy``: mean entropy of π_θ over valid tokens (only when the caller passes ``entropy``).
+- ``kl/ref``: mean per-token KL(π_θ ‖ π_ref) estimate (the params' ``kl_estimator``) over valid tokens,
+  whenever the caller passes ``ref_logprobs``.
+- ``groups/count``, ``groups/zero_variance``: groups in the call, groups whose rewards are all equal;
+  ``groups/zero_variance_frac`` their ratio (whenever the caller passes ``groups`` and ``rewards``).
+- ``conspo/margin`` m_t of this update; ``conspo/groups`` contrastive groups (≥ 1 positive and ≥ 1
+  negative); ``conspo/discarded_groups`` groups without a positive or without a negative;
+  ``conspo/score_pos``, ``conspo/score_neg`` mean length-normalized log-prob of positives /
+  negatives; ``conspo/weight_mean`` mean staleness-correction weight of the positives (1 when off).
+- ``agpo/clip_eps_mean``, ``agpo/clip_eps_min``, ``agpo/clip_eps_max``: the per-prompt clip ε;
+  ``agpo/temperature_mean``, ``agpo/temperature_min``, ``agpo/temperature_max``: the prompts'
+  sampling temperatures; ``agpo/entropy_old`` mean token entropy per prompt; ``agpo/entropy_ref``
+  and ``agpo/kl_ema`` the trainer-held EMAs the clip used; ``agpo/kl_step`` mean over prompts of
+  max(0, mean_t(b − log π_θ)).
 
 Not produced here (they need the model or the data; the trainer logs them): ``optim/grad_norm``,
 ``reward/mean``.
@@ -99,6 +112,28 @@ METRICS: dict[str, MetricSpec] = {
     "stale/m2po_ratio_low": _mean("m2po water-fill: lower ratio bound"),
     "stale/m2po_ratio_high": _mean("m2po water-fill: upper ratio bound"),
     "policy/entropy": _mean("mean entropy of π_θ over valid tokens"),
+    "kl/ref": _mean("mean per-token KL(π_θ ‖ π_ref) estimate"),
+    "groups/count": MetricSpec("groups in the call", Reduce.SUM),
+    "groups/zero_variance": MetricSpec("groups whose rewards are all equal", Reduce.SUM),
+    "groups/zero_variance_frac": _mean("fraction of groups whose rewards are all equal", "groups/count"),
+    "conspo/margin": MetricSpec("conspo: margin m_t of this update", Reduce.MAX),
+    "conspo/groups": MetricSpec("conspo: groups with a positive and a negative", Reduce.SUM),
+    "conspo/discarded_groups": MetricSpec(
+        "conspo: groups without a positive or without a negative", Reduce.SUM
+    ),
+    "conspo/score_pos": _mean("conspo: mean length-normalized log-prob of positives", "conspo/groups"),
+    "conspo/score_neg": _mean("conspo: mean length-normalized log-prob of negatives", "conspo/groups"),
+    "conspo/weight_mean": _mean("conspo: mean staleness-correction weight of positives", "conspo/groups"),
+    "agpo/clip_eps_mean": _mean("agpo: mean per-prompt clip ε", "groups/count"),
+    "agpo/clip_eps_min": MetricSpec("agpo: smallest per-prompt clip ε", Reduce.MIN),
+    "agpo/clip_eps_max": MetricSpec("agpo: largest per-prompt clip ε", Reduce.MAX),
+    "agpo/temperature_mean": _mean("agpo: mean per-prompt sampling temperature", "groups/count"),
+    "agpo/temperature_min": MetricSpec("agpo: lowest per-prompt sampling temperature", Reduce.MIN),
+    "agpo/temperature_max": MetricSpec("agpo: highest per-prompt sampling temperature", Reduce.MAX),
+    "agpo/entropy_old": _mean("agpo: mean token entropy per prompt (H_old)", "groups/count"),
+    "agpo/entropy_ref": MetricSpec("agpo: the EMA H_ref the clip used", Reduce.MAX),
+    "agpo/kl_ema": MetricSpec("agpo: the EMA KL_ema the clip used", Reduce.MAX),
+    "agpo/kl_step": _mean("agpo: mean over prompts of max(0, mean_t(b − log π_θ))", "groups/count"),
 }
 
 

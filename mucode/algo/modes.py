@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TypeVar
 
-__all__ = ["LossAggregation", "M2POMode", "StdEstimator", "VetoScope", "parse_mode"]
+__all__ = ["KLEstimator", "LossAggregation", "M2POMode", "StdEstimator", "VetoScope", "parse_mode"]
 
 
 class LossAggregation(str, Enum):
@@ -56,6 +56,15 @@ class M2POMode(str, Enum):
     """The paper's rule: mask the largest-M2 candidate tokens until their mean M2 ≤ τ_M2."""
     WATER_FILL = "water_fill"
     """The authors' code: one cap τ on |log ρ| with mean min(M2, τ²) = τ_M2, then PPO-clip ρ to [e^−τ, e^τ]."""
+
+
+class KLEstimator(str, Enum):
+    """How the per-token KL(π_θ ‖ π_ref) of the reference term is estimated from sampled tokens."""
+
+    K3 = "k3"
+    """exp(d) − d − 1 with d = log π_ref − log π_θ: ≥ 0, low variance (verl's ``low_var_kl``)."""
+    K1 = "k1"
+    """log π_θ − log π_ref, the plain estimate (AGPO's official code)."""
 
 
 E = TypeVar("E", bound=Enum)

@@ -16,6 +16,7 @@ import yaml
 
 from mucode.cli.options import ConfigOption, OneLineUsageErrors, OverridesArg, format_config, resolve_config
 from mucode.config import MucodeConfig, objective_param_keys
+from mucode.config_methods import component_param_keys
 
 __all__ = ["register"]
 
@@ -59,6 +60,19 @@ def config_keys(
             typer.echo(f"      {sub.description or ''}")
         if name == "algo":
             _objective_param_keys()
+        if name in ("compose", "sampling"):  # each registered component's own parameters
+            _component_param_keys(name)
+
+
+def _component_param_keys(section: str) -> None:
+    field = "composer" if section == "compose" else "controller"
+    registry = "COMPOSERS" if section == "compose" else "SAMPLERS"
+    for component, key, default, annotation, doc in component_param_keys(registry):
+        shown = yaml.safe_dump(default, default_flow_style=True).strip().removesuffix("\n...")
+        typer.echo(
+            f"  {section}.{key}={shown}    [{_type_name(annotation)}]  (with {section}.{field}={component})"
+        )
+        typer.echo(f"      {doc}")
 
 
 def _objective_param_keys() -> None:

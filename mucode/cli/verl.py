@@ -61,13 +61,9 @@ def verl_config(
     config file) to add to your own verl command."""
 
     cfg = resolve_config(config, ([f"data.task={task}"] if task else []) + list(overrides or []))
-    if cfg.algo.objective not in vc.VERL_LOSSES:  # a plug-in objective: verl has no loss for it
-        typer.secho(
-            f"algo.objective={cfg.algo.objective} has no verl loss; verl-config supports "
-            f"{', '.join(vc.VERL_LOSSES.names())}",
-            fg=typer.colors.RED,
-            err=True,
-        )
+    refusal = vc.verl_refusal(cfg)  # a method verl cannot run (replay, AGPO, ConSPO, a plug-in objective)
+    if refusal is not None:
+        typer.secho(refusal, fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     url = verifier_url or (",".join(cfg.verifier.url) if cfg.verifier.url else None)
     run = vc.VerlRun(

@@ -21,10 +21,13 @@ import torch
 from torch import Tensor
 
 
-def scale_logits(logits: Tensor, temperature: float) -> Tensor:
-    """``logits / T`` in float32 (T = 0: unscaled): made once per decoding step or micro-batch and shared
-    by the sampler, the log-probs and the entropy."""
+def scale_logits(logits: Tensor, temperature: float | Tensor) -> Tensor:
+    """``logits / T`` in float32 (T = 0: unscaled; a ``[B]`` tensor: one temperature per row): made once
+    per decoding step or micro-batch and shared by the sampler, the log-probs and the entropy."""
     scaled = logits.float()
+    if isinstance(temperature, Tensor):  # one temperature per row, [B] broadcast over [B, ..., V]
+        t = temperature.to(scaled.device, torch.float32).reshape(-1, *([1] * (scaled.dim() - 1)))
+        return scaled / torch.where(t > 0, t, torch.ones_like(t))
     return scaled / temperature if temperature > 0 else scaled
 
 
@@ -34,7 +37,17 @@ def scaled_token_logprobs(scaled: Tensor, targets: Tensor, lse: Tensor | None = 
     return picked - (torch.logsumexp(scaled, dim=-1) if lse is None else lse)
 
 
-def token_logprobs(logits: Tensor, targets: Tensor, temperature: float) -> Tensor:
+def _temperatures(temperature: float | Sequence[float]) -> float | Tensor:
+    """A scalar stays a scalar; per-row temperatures become a [B] tensor (equal ones a scalar)."""
+    if isinstance(temperature, int | float):
+        return float(temperature)
+    values = [float(t) for t in temperature]
+    if len(set(values)) <= 1:
+        return values[0] if values else 1.0
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def token_logprobs(logits: Tensor, targets: Tensor, temperature: float | Tensor) -> Tensor:
     """Log-prob of ``targets`` under ``softmax(logits / T)``.
 
     Shapes: logits ``[..., V]``, targets ``[...]`` (int64) -> ``[...]`` float32. Differentiable.
@@ -51,7 +64,7 @@ def scaled_entropy(scaled: Tensor, lse: Tensor | None = None) -> Tensor:
         return lse - (torch.softmax(scaled, dim=-1) * scaled).sum(-1)
 
 
-def token_entropy(logits: Tensor, temperature: float) -> Tensor:
+def token_entropy(logits: Tensor, temperature: float | Tensor) -> Tensor:
     """Entropy of ``softmax(logits / T)``: ``[..., V] -> [...]`` float32 (not differentiable)."""
     return scaled_entropy(scale_logits(logits, temperature))
 
@@ -84,12 +97,14 @@ def response_logprobs(
     model: Any,
     prompts: Sequence[Sequence[int]],
     responses: Sequence[Sequence[int]],
-    temperature: float,
+    temperature: float | Sequence[float],
     *,
     pad_token_id: int = 0,
     with_entropy: bool = False,
 ) -> ResponseLogprobs:
     """Log-probs of each response token given its prompt, in one forward pass (with gradient).
+
+    ``temperature`` is one value, or one per response (a response sampled at its own temperature).
 
     Layout (as the engines decode): prompts left-padded to a common length P, responses
     right-padded to R, position ids counted over real tokens only. Only the logits of the response
@@ -99,6 +114,9 @@ def response_logprobs(
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
+    temps = _temperatures(temperature)
+    if isinstance(temps, Tensor) and temps.numel() != len(prompts):
+        raise ValueError(f"{temps.numel()} temperatures for {len(prompts)} responses")
     device = next(model.parameters()).device
     batch = len(prompts)
     width_p = max(len(p) for p in prompts)
@@ -124,7 +142,7 @@ def response_logprobs(
     logits = logits[:, -(width_r + 1) : -1, :]
     targets = ids[:, width_p:]
     mask = attention[:, width_p:].bool()
-    scaled = scale_logits(logits, temperature)  # one [B, R, V] float32 tensor for both
+    scaled = scale_logits(logits, temps)  # one [B, R, V] float32 tensor for both
     lse = torch.logsumexp(scaled, dim=-1)
     logprobs = scaled_token_logprobs(scaled, targets, lse).masked_fill(~mask, 0.0)
     entropy = scaled_entropy(scaled, lse).masked_fill(~mask, 0.0) if with_entropy else None

@@ -9,6 +9,9 @@ prints and writes; silent elsewhere), ``logger`` (metrics.jsonl / TensorBoard / 
 ``summary`` (stage records, totals, the summary table),
 ``distributed`` (torchrun + FSDP), ``rollout_runner`` (engines per rank, data-parallel stores, weight
 sync), ``aside`` (the trainer's state off the device during generation), ``precision`` (fp32 masters,
-bf16 compute), ``commands`` (CLI).
+bf16 compute), ``commands`` (CLI), and the other methods' pipeline parts: ``compose`` (batch composer:
+fresh, replay), ``sampling`` (sampling controller: fixed, agpo probe + per-prompt temperature),
+``reference`` (the reference policy of a KL term), ``batch_inputs`` (groups, rewards, per-row data
+for the objective), ``method_parts`` (building them from the config).
 Nothing is imported at package import time.
 """

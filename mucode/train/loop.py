@@ -138,7 +138,7 @@ def generate(run: TrainingRun, clock: StageClock, verify: Verifier) -> dict[str,
                 f"checkpoint says stage {k} was being optimized, but its store {store_dir} is "
                 f"not complete. Delete {run.run_dir / 'checkpoints'} to restart the stage."
             )
-        rollout = _rollouts(run, k, b.prompts_per_update * b.updates_per_stage, store_dir, verify)
+        rollout = _rollouts(run, k, b.prompts_per_stage(), store_dir, verify)
         clock.times.update({key: v for key, v in rollout.items() if key.startswith("time/")})
         check_charged(
             k, rollout, run.cfg.verifier.max_masked_fraction, getattr(verify.pipeline, "first_error", "")
@@ -179,10 +179,15 @@ def optimize(
     )
     recent_rewards: list[float] = []
     seed = derive_seed(run.cfg.train.seed, SeedPurpose.MINIBATCH_ORDER, stage=k)
+    run.updater.begin_stage(k)  # resets the reference policy when due
     for minibatch in store.minibatches(
         b.prompts_per_update, seed=seed, start=state.update_in_stage, count=b.updates_per_stage
     ):
-        metrics = run.updater.step(minibatch)
+        metrics = run.updater.step(
+            minibatch,
+            update=state.global_update,
+            progress=state.global_update / (b.updates_per_stage * b.num_stages),
+        )
         state.update_in_stage += 1
         state.global_update += 1
         recent_rewards.append(metrics.get("reward/mean", math.nan))

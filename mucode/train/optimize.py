@@ -12,6 +12,10 @@ gradient accumulation with the minibatch's explicit denominator, grad clipping, 
   the budget (tested).
 - Objectives that need a minibatch-wide pass (M2PO's masking) get it: a no-grad forward over the
   whole minibatch first, then ``objective.prepare`` and row slices per micro-batch.
+- The batch composer (``compose``) makes each update's groups from the store's minibatch (replay);
+  objectives that read groups get whole groups per micro-batch with their rewards and per-row data
+  (:mod:`mucode.train.batch_inputs`), the reference policy's log-probs when ``kl_coef`` > 0
+  (:mod:`mucode.train.reference`), the training progress, and the state they keep across updates.
 - Mixed precision (``model.dtype`` narrower than ``model.master_dtype``): forwards and backwards run
   under ``torch.autocast`` unless FSDP's ``MixedPrecision`` already casts (``mucode.train.precision``);
   gradients, master weights and AdamW state stay float32.
@@ -22,6 +26,7 @@ gradient accumulation with the minibatch's explicit denominator, grad clipping, 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -30,11 +35,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from mucode.algo import get_objective, loss_denominator
+from mucode.algo import get_objective
 from mucode.algo.metrics import reduce_metrics
 from mucode.config import MucodeConfig, OptimConfig
 from mucode.rollout.logprobs import response_logprobs
+from mucode.train.batch_inputs import pack_group_micro_batches, row_inputs, temperatures
 from mucode.train.distributed import DistInfo, is_fsdp, unwrap
+from mucode.train.method_parts import build_method_parts
 from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
@@ -120,77 +127,71 @@ class Updater:
         precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         # FSDP's MixedPrecision casts the parameters itself; elsewhere autocast gives the same split
         self.precision = Precision() if self.fsdp else precision
+        self.composer, self.reference, self.state = build_method_parts(
+            cfg, model, info, self.precision, pad_token_id
+        )
 
-    def _forward(self, samples: Sequence[StoredSample], with_entropy: bool) -> Any:
+    def _forward(
+        self, samples: Sequence[StoredSample], with_entropy: bool, temps: Sequence[float] | None = None
+    ) -> Any:
         with self.precision.autocast(self.info.device):
             return response_logprobs(
                 self.model,
                 [s.prompt_tokens for s in samples],
                 [s.response_tokens for s in samples],
-                self.temperature,
+                self.temperature if temps is None else temps,
                 pad_token_id=self.pad_token_id,
                 with_entropy=with_entropy,
             )
 
-    def step(self, groups: list[StoredGroup]) -> dict[str, float]:
+    def begin_stage(self, stage: int) -> None:
+        """Called once at the start of each stage's updates: resets π_ref when ``reference`` says so."""
+        if self.reference is not None:
+            self.reference.begin_stage(stage, self.model)
+
+    def step(self, groups: list[StoredGroup], *, update: int = 0, progress: float = 0.0) -> dict[str, float]:
+        """One update on the composed minibatch of ``groups`` (``update``: global update number before this
+        one; ``progress``: update / total updates, for objectives with schedules)."""
         info = self.info
+        groups, composed = self.composer.compose(groups, update)
         all_samples = [s for g in groups for s in g.samples]
         usable = [s for s in all_samples if not s.masked and s.response_tokens]
-        mine_groups = groups[info.rank :: info.world_size]
-        mine = [s for g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
+        group_of = [
+            gi for gi, g in enumerate(groups) for s in g.samples if not s.masked and s.response_tokens
+        ]
+        mine_groups = [(gi, g) for gi, g in enumerate(groups)][info.rank :: info.world_size]
+        mine_of = [gi for gi, g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
+        mine = [s for _, g in mine_groups for s in g.samples if not s.masked and s.response_tokens]
         lengths = [len(s.response_tokens) for s in usable]
         full_mask = torch.zeros((len(usable), max(lengths, default=1)), dtype=torch.bool)
         for i, n in enumerate(lengths):
             full_mask[i, :n] = True
+        grouped = self.objective.needs_groups(self.params)
+        extra = row_inputs(usable, group_of, self.temperature, "cpu") if grouped else {}
         denominator = (
-            loss_denominator(full_mask, self.params.aggregation, norm_length=self.params.norm_length)
+            self.objective.denominator(
+                full_mask,
+                self.params,
+                groups=extra.get("groups"),  # type: ignore[arg-type]
+                rewards=extra.get("rewards"),  # type: ignore[arg-type]
+            )
             if usable
             else 0.0
         )
 
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        parts: list[dict[str, float]] = []
-        micro = pack_micro_batches(mine, self.budget) if mine else []
-        n_micro = len(micro)
-        n_micro_all = self._most_micro_batches(n_micro)
-
-        prepared_full = self._prepare(mine, micro) if self.objective.needs_minibatch_pass and mine else None
-
-        scale = float(info.world_size) if self.fsdp else 1.0
-        for m in range(n_micro_all):
-            if m >= n_micro or denominator <= 0:
-                self._dummy_backward()  # keeps FSDP's collectives in step across ranks
-                continue
-            rows = [mine[i] for i in micro[m]]
-            out = self._forward(rows, self.log_entropy)
-            width = out.logprobs.shape[1]
-            behaviour = _pad([s.behaviour_logprobs for s in rows], width).to(out.logprobs.device)
-            advantages = torch.tensor(
-                [s.advantage for s in rows], dtype=torch.float32, device=out.logprobs.device
+        micro = (
+            (
+                pack_group_micro_batches(mine, mine_of, self.budget)
+                if grouped
+                else pack_micro_batches(mine, self.budget)
             )
-            prepared = None
-            if prepared_full is not None:
-                index = torch.tensor(micro[m], dtype=torch.long)
-                prepared = {
-                    k: (v[index][:, :width] if v.dim() >= 2 else v[index]).to(out.logprobs.device)
-                    for k, v in prepared_full.items()
-                }
-            loss, metrics = self.objective(
-                out.logprobs,
-                behaviour,
-                advantages,
-                out.mask,
-                self.params,
-                denominator=denominator,
-                entropy=out.entropy,
-                prepared=prepared,
-            )
-            (loss * scale).backward()
-            parts.append(metrics)
-
-        if info.enabled and not self.fsdp:
-            self._sum_gradients()
+            if mine
+            else []
+        )
+        with self.reference.on_device() if self.reference is not None else contextlib.nullcontext():
+            parts, n_micro_all = self._accumulate(mine, mine_of, micro, denominator, grouped, progress)
         grad_norm = self._clip()
         self.optimizer.step()
         self.scheduler.step()
@@ -200,24 +201,117 @@ class Updater:
             dist.all_gather_object(gathered, parts)
             parts = [p for rank_parts in gathered for p in rank_parts]
         metrics = reduce_metrics(parts) if parts else {}
-        metrics.update(_batch_metrics(groups, usable, len(all_samples), n_micro_all))
-        metrics.update({"optim/grad_norm": grad_norm, "optim/lr": self.scheduler.get_last_lr()[0]})
+        if self.objective.state_fn is not None:
+            self.state = self.objective.state_fn(self.state, metrics, self.params)
+        fresh = [g for g in groups if not g.replayed]
+        rewards = [s.reward for g in fresh for s in g.samples if not s.masked and s.response_tokens]
+        metrics.update(composed)
+        metrics.update(
+            {
+                "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
+                "reward/frac_groups_all_equal": sum(
+                    len({s.reward for s in g.samples if not s.masked}) <= 1 for g in fresh
+                )
+                / max(1, len(fresh)),
+                "batch/responses": len(usable),
+                "batch/masked_responses": len(all_samples) - len(usable),
+                "batch/micro_batches": n_micro_all,
+                "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
+                "optim/grad_norm": grad_norm,
+                "optim/lr": self.scheduler.get_last_lr()[0],
+            }
+        )
         return metrics
 
-    def _most_micro_batches(self, n_micro: int) -> int:
-        """The largest micro-batch count of any rank (every rank runs that many backward passes)."""
-        if not self.info.enabled:
-            return n_micro
-        t = torch.tensor([n_micro], dtype=torch.long, device=self.info.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return int(t.item())
+    def _accumulate(
+        self,
+        mine: list[StoredSample],
+        mine_of: list[int],
+        micro: list[list[int]],
+        denominator: float,
+        grouped: bool,
+        progress: float,
+    ) -> tuple[list[dict[str, float]], int]:
+        """Forward and backward of this rank's micro-batches (gradients accumulate); their metrics."""
+        info = self.info
+        n_micro = len(micro)
+        if info.enabled:
+            t = torch.tensor([n_micro], dtype=torch.long, device=info.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            n_micro_all = int(t.item())
+        else:
+            n_micro_all = n_micro
 
-    def _sum_gradients(self) -> None:
-        """DDP-free data parallelism: every rank's gradients summed (a missing one counts as zeros)."""
-        for p in self.model.parameters():
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+        prepared_full = self._prepare(mine, micro) if self.objective.needs_minibatch_pass and mine else None
+
+        scale = float(info.world_size) if self.fsdp else 1.0
+        parts: list[dict[str, float]] = []
+        for m in range(n_micro_all):
+            if m >= n_micro or denominator <= 0:
+                if (
+                    m < n_micro and not self.fsdp
+                ):  # nothing to learn from (ConSPO discarded every group): log why
+                    # (not under FSDP: an extra forward on some ranks only would desynchronise its collectives)
+                    with torch.no_grad():
+                        parts.append(self._call(mine, mine_of, micro[m], None, grouped, progress, None)[1])
+                self._dummy_backward()  # keeps FSDP's collectives in step across ranks
+                continue
+            loss, metrics = self._call(mine, mine_of, micro[m], denominator, grouped, progress, prepared_full)
+            (loss * scale).backward()
+            parts.append(metrics)
+
+        if info.enabled and not self.fsdp:
+            for p in self.model.parameters():
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+        return parts, n_micro_all
+
+    def _call(
+        self,
+        mine: list[StoredSample],
+        mine_of: list[int],
+        index: list[int],
+        denominator: float | None,
+        grouped: bool,
+        progress: float,
+        prepared_full: dict[str, torch.Tensor] | None,
+    ) -> tuple[Any, dict[str, float]]:
+        """The objective on one micro-batch (rows ``index`` of this rank's responses): (loss, metrics)."""
+        rows = [mine[i] for i in index]
+        temps = temperatures(rows, self.temperature)
+        out = self._forward(rows, self.log_entropy or self.objective.needs_entropy, temps)
+        width = out.logprobs.shape[1]
+        device = out.logprobs.device
+        behaviour = _pad([s.behaviour_logprobs for s in rows], width).to(device)
+        advantages = torch.tensor([s.advantage for s in rows], dtype=torch.float32, device=device)
+        prepared = None
+        if prepared_full is not None:
+            picks = torch.tensor(index, dtype=torch.long)
+            prepared = {
+                k: (v[picks][:, :width] if v.dim() >= 2 else v[picks]).to(device)
+                for k, v in prepared_full.items()
+            }
+        extra: dict[str, Any] = (
+            row_inputs(rows, [mine_of[i] for i in index], self.temperature, device) if grouped else {}
+        )
+        if self.reference is not None:
+            extra["ref_logprobs"] = self.reference.logprobs(
+                [s.prompt_tokens for s in rows], [s.response_tokens for s in rows], temps
+            ).to(device)
+        return self.objective(
+            out.logprobs,
+            behaviour,
+            advantages,
+            out.mask,
+            self.params,
+            denominator=denominator,
+            entropy=out.entropy,
+            prepared=prepared,
+            progress=min(1.0, max(0.0, progress)),
+            state=self.state,
+            **extra,
+        )
 
     def _clip(self) -> float:
         max_norm = self.grad_clip if self.grad_clip is not None else math.inf
@@ -258,20 +352,3 @@ class Updater:
             k: v.cpu()
             for k, v in self.objective.prepare(logprobs, behaviour, advantages, mask, self.params).items()
         }
-
-
-def _batch_metrics(
-    groups: list[StoredGroup], usable: list[StoredSample], n_samples: int, micro_batches: int
-) -> dict[str, float]:
-    """The minibatch's reward and size metrics (``reward/…``, ``batch/…``)."""
-    rewards = [s.reward for s in usable]
-    lengths = [len(s.response_tokens) for s in usable]
-    all_equal = sum(len({s.reward for s in g.samples if not s.masked}) <= 1 for g in groups)
-    return {
-        "reward/mean": sum(rewards) / len(rewards) if rewards else math.nan,
-        "reward/frac_groups_all_equal": all_equal / max(1, len(groups)),
-        "batch/responses": len(usable),
-        "batch/masked_responses": n_samples - len(usable),
-        "batch/micro_batches": micro_batches,
-        "batch/mean_response_tokens": sum(lengths) / max(1, len(lengths)),
-    }

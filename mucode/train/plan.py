@@ -36,6 +36,8 @@ STORE_KEYS: tuple[str, ...] = (
     "algo.recompute_behaviour_logprobs",
     "train.seed",
     "train.groups_per_shard",
+    "batch.update_epochs",
+    "sampling",
 )
 """Keys that shape a run's stage stores or their reading order (a section name covers all its keys):
 a resume must keep them (`batch.num_stages` may grow; everything else may change)."""

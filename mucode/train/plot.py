@@ -3,6 +3,10 @@
 Writes ``<run_dir>/plots/{reward,veto_fraction,clip_fraction,rho_neg_adv}.png`` and
 ``overview.png`` (all four in one figure). Each panel draws the first metric key of its list that
 the run logged, so a GRPO run (no veto) still plots; a panel with no data says so.
+
+The methods' own diagnostics (:data:`METHOD_PANELS`: reference KL, zero-variance groups, ConSPO's
+margin and discarded groups, AGPO's temperatures and clip, the replay buffer) are drawn only when
+the run logged them, each in its own PNG and together in ``methods.png``.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from mucode.train.logger import read_metrics
 
-__all__ = ["PANELS", "plot_run"]
+__all__ = ["METHOD_PANELS", "PANELS", "plot_run"]
 
 # (file stem, title, metric keys drawn (first group present wins), y label)
 PANELS: list[tuple[str, str, list[list[str]], str]] = [
@@ -32,6 +36,30 @@ PANELS: list[tuple[str, str, list[list[str]], str]] = [
     ),
     ("rho_neg_adv", "E[ρ | A<0]", [["stale/ratio_mean_neg_adv"]], "mean ratio on A<0 tokens"),
 ]
+
+
+METHOD_PANELS: list[tuple[str, str, list[list[str]], str]] = [
+    ("kl_ref", "KL to the reference policy", [["kl/ref"]], "KL(π_θ ‖ π_ref) per token"),
+    ("zero_variance", "Zero-variance groups", [["groups/zero_variance_frac"]], "fraction of groups"),
+    ("conspo_margin", "ConSPO margin", [["conspo/margin"]], "m_t"),
+    (
+        "conspo_discarded",
+        "ConSPO groups",
+        [["conspo/discarded_groups", "conspo/groups"]],
+        "groups per update",
+    ),
+    (
+        "agpo_temperature",
+        "AGPO temperature",
+        [["agpo/temperature_mean", "agpo/temperature_min", "agpo/temperature_max"]],
+        "sampling temperature",
+    ),
+    ("agpo_clip", "AGPO clip ε", [["agpo/clip_eps_mean", "agpo/clip_eps_min", "agpo/clip_eps_max"]], "ε"),
+    ("replay_buffer", "Replay buffer", [["replay/buffer_size"]], "rollouts buffered"),
+    ("replay_fraction", "Replayed fraction", [["replay/fraction"]], "replayed / trained rollouts"),
+    ("replay_age", "Replay age", [["replay/age_mean", "replay/age_max"]], "updates since first use"),
+]
+"""(file stem, title, metric keys, y label) of the methods' diagnostics, drawn when logged."""
 
 
 def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
@@ -147,6 +175,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         fig.savefig(out / f"{stem}.png", dpi=110)
         plt.close(fig)
         paths.append(out / f"{stem}.png")
+    paths += _method_plots(plt, rows, boundaries, out)
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     for ax, (_, title, keys, ylabel) in zip(axes.flat, PANELS, strict=True):
         _draw(ax, rows, boundaries, title, keys, ylabel, stage_rewards)
@@ -155,4 +184,31 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     fig.savefig(out / "overview.png", dpi=110)
     plt.close(fig)
     paths.append(out / "overview.png")
+    return paths
+
+
+def _method_plots(plt: Any, rows: list[dict[str, Any]], boundaries: list[float], out: Path) -> list[Path]:
+    """The :data:`METHOD_PANELS` this run logged: one PNG each and ``methods.png`` with all of them."""
+    logged = [panel for panel in METHOD_PANELS if any(_series(rows, k)[0] for g in panel[2] for k in g)]
+    paths = []
+    for stem, title, keys, ylabel in logged:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        _draw(ax, rows, boundaries, title, keys, ylabel)
+        fig.tight_layout()
+        fig.savefig(out / f"{stem}.png", dpi=110)
+        plt.close(fig)
+        paths.append(out / f"{stem}.png")
+    if logged:
+        cols = min(3, len(logged))
+        rows_n = -(-len(logged) // cols)
+        fig, axes = plt.subplots(rows_n, cols, figsize=(5.5 * cols, 3.5 * rows_n), squeeze=False)
+        for ax, (_, title, keys, ylabel) in zip(axes.flat, logged, strict=False):
+            _draw(ax, rows, boundaries, title, keys, ylabel)
+        for ax in list(axes.flat)[len(logged) :]:
+            ax.axis("off")
+        fig.suptitle(f"{out.parent.name}: method diagnostics (dashed: stage boundaries)")
+        fig.tight_layout()
+        fig.savefig(out / "methods.png", dpi=110)
+        plt.close(fig)
+        paths.append(out / "methods.png")
     return paths

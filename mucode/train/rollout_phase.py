@@ -22,6 +22,8 @@ generated; groups already handed to the verifier are kept. Other exceptions end 
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import math
 import time
@@ -34,6 +36,7 @@ from tqdm import tqdm
 from mucode.algo.group_stats import one_group_advantages
 from mucode.data.types import TaskRecord
 from mucode.rollout.types import EngineError, RolloutEngine, Sample
+from mucode.train.sampling import Probe, SamplingController
 from mucode.train.store import StageWriter, StoredGroup, StoredSample
 from mucode.train.verify import GroupVerdicts, VerifyPipeline
 
@@ -60,6 +63,11 @@ class RolloutStats:
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    @property
+    def mean_reward(self) -> float:
+        """Mean reward of the scored responses so far (0 before any)."""
+        return self.reward_sum / max(1, self.scored)
 
     @classmethod
     def merged(cls, parts: list[dict[str, object]]) -> RolloutStats:
@@ -113,6 +121,8 @@ def _stored_group(
     verdicts: GroupVerdicts,
     adv_std: str,
     adv_eps: float,
+    temperature: float | None = None,
+    sampling: dict[str, float] | None = None,
 ) -> StoredGroup:
     rewards = [0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)]
     advantages = one_group_advantages(rewards, [not m for m in verdicts.masked], std=adv_std, eps=adv_eps)
@@ -134,6 +144,8 @@ def _stored_group(
                 response_text=s.response_text,
                 truncated=s.finish_reason == "length",
                 verify_s=per_sample_verify,
+                temperature=temperature,
+                sampling=json.dumps(sampling) if sampling else None,
             )
             for i, s in enumerate(samples)
         ],
@@ -153,38 +165,40 @@ def generate_stage(
     rescore: Callable[[list[Sample]], list[list[float]]] | None = None,
     show_progress: bool = True,
     max_engine_restarts: int = 2,
+    controller: SamplingController | None = None,
+    engine_at: Callable[[float], RolloutEngine] | None = None,
+    base_temperature: float | None = None,
 ) -> RolloutStats:
-    """Generate, verify and store the groups of ``prompts`` (slot, record, prompt ids) not yet stored."""
+    """Generate, verify and store the groups of ``prompts`` (slot, record, prompt ids) not yet stored.
+
+    ``controller`` (a sampling controller) plans each prompt's temperature, after a probe if it asks
+    for one; ``engine_at(t)`` makes an engine sampling at temperature t (needed for a plan that sets
+    temperatures); ``base_temperature`` is the stored temperature of prompts the plan leaves alone."""
     stats = RolloutStats()
     todo = [p for p in prompts if p[0] not in writer.done_group_ids]
     by_slot: dict[int, TaskRecord] = {slot: record for slot, record, _ in todo}
-    bar = tqdm(
-        total=len(todo),
-        desc=f"stage {stage} rollout",
-        unit="group",
-        disable=not show_progress,
-        dynamic_ncols=True,
-        leave=False,
+    plan = _plan(
+        stage,
+        controller,
+        engine_factory,
+        todo,
+        samples_per_prompt,
+        by_slot,
+        pipeline,
+        stats,
+        max_engine_restarts,
+        base_temperature,
     )
+    bar = _progress_bar(stage, len(todo), show_progress)
 
     def store(verdicts: GroupVerdicts) -> None:
         slot, samples = verdicts.key, verdicts.payload
-        group = _stored_group(slot, by_slot[slot], samples, verdicts, adv_std, adv_eps)
+        stats_of = plan.get(slot, {})
+        temperature = stats_of.get("temperature", base_temperature)
+        group = _stored_group(slot, by_slot[slot], samples, verdicts, adv_std, adv_eps, temperature, stats_of)
         writer.add(group)
-        stats.groups += 1
-        charged = verdicts.charged or [False] * len(group.samples)
-        for s, was_charged in zip(group.samples, charged, strict=True):
-            stats.responses += 1
-            stats.statuses[s.status] = stats.statuses.get(s.status, 0) + 1
-            stats.truncated += int(s.truncated)
-            stats.response_tokens += len(s.response_tokens)
-            stats.masked += int(was_charged)
-            if not s.masked:  # nothing is masked since charging; a store written before may hold some
-                stats.scored += 1
-                stats.reward_sum += s.reward
-        bar.set_postfix(
-            reward=f"{stats.reward_sum / max(1, stats.scored):.3f}", charged=stats.masked, refresh=False
-        )
+        _count(stats, group, verdicts.charged or [False] * len(group.samples))
+        bar.set_postfix(reward=f"{stats.mean_reward:.3f}", charged=stats.masked, refresh=False)
 
     def submit(group: list[Sample]) -> None:
         slot = int(group[0].prompt_id)
@@ -202,7 +216,9 @@ def generate_stage(
 
     start = time.perf_counter()
     resends_before, busy_before = pipeline.resends, pipeline.busy_s
-    _run_engines(stage, engine_factory, todo, samples_per_prompt, submit, stats, max_engine_restarts)
+    for temperature, bucket in _buckets(todo, plan):
+        factory = _factory_at(temperature, engine_factory, engine_at)
+        _run_engines(stage, factory, bucket, samples_per_prompt, submit, stats, max_engine_restarts)
     generated = time.perf_counter()
     stats.times["time/rollout"] = generated - start
     for verdicts in pipeline.drain():
@@ -212,6 +228,44 @@ def generate_stage(
     stats.resends = pipeline.resends - resends_before
     stats.times["verifier/busy_s"] = pipeline.busy_s - busy_before
     return stats
+
+
+def _progress_bar(stage: int, groups: int, show: bool) -> tqdm[Any]:
+    return tqdm(
+        total=groups,
+        desc=f"stage {stage} rollout",
+        unit="group",
+        disable=not show,
+        dynamic_ncols=True,
+        leave=False,
+    )
+
+
+def _count(stats: RolloutStats, group: StoredGroup, charged: list[bool]) -> None:
+    """One stored group in the stage's counts (``charged``: its infrastructure failures charged)."""
+    stats.groups += 1
+    for s, was_charged in zip(group.samples, charged, strict=True):
+        stats.responses += 1
+        stats.statuses[s.status] = stats.statuses.get(s.status, 0) + 1
+        stats.truncated += int(s.truncated)
+        stats.response_tokens += len(s.response_tokens)
+        stats.masked += int(was_charged)
+        if not s.masked:  # nothing is masked since charging; a store written before may hold some
+            stats.scored += 1
+            stats.reward_sum += s.reward
+
+
+def _factory_at(
+    temperature: float | None,
+    engine_factory: Callable[[], RolloutEngine],
+    engine_at: Callable[[float], RolloutEngine] | None,
+) -> Callable[[], RolloutEngine]:
+    """The engine factory of one temperature bucket (None: the stage's own engine)."""
+    if temperature is None:
+        return engine_factory
+    if engine_at is None:
+        raise ValueError("the sampling controller sets per-prompt temperatures, but this engine cannot")
+    return functools.partial(engine_at, temperature)
 
 
 def _run_engines(
@@ -226,12 +280,14 @@ def _run_engines(
     """Generate ``todo`` with an engine from ``engine_factory``, handing each group to ``submit``; after an
     :class:`EngineError` a new engine takes the prompts not yet submitted (at most ``max_engine_restarts``)."""
     submitted: set[int] = set()
+    starts = 0
     while True:
         remaining = [p for p in todo if p[0] not in submitted]
-        if not remaining and stats.engine_starts > 0:
+        if not remaining and starts > 0:
             return
         begin = time.perf_counter()
         engine = engine_factory()
+        starts += 1
         stats.engine_starts += 1
         stats.times["time/engine_start"] = (
             stats.times.get("time/engine_start", 0.0) + time.perf_counter() - begin
@@ -244,7 +300,7 @@ def _run_engines(
                 submitted.add(int(group[0].prompt_id))
             return
         except EngineError as err:
-            if stats.engine_starts > max_engine_restarts:
+            if starts > max_engine_restarts:
                 raise
             logger.warning(
                 "stage %d: the engine failed (%s); starting a new one for the %d prompts left",
@@ -255,3 +311,82 @@ def _run_engines(
         finally:
             engine.close()  # release the engine: its memory (and, for vllm, its process) goes
             del engine
+
+
+def _buckets(
+    todo: list[tuple[int, TaskRecord, list[int]]], plan: dict[int, dict[str, float]]
+) -> list[tuple[float | None, list[tuple[int, TaskRecord, list[int]]]]]:
+    """The prompts grouped by planned temperature (None: the engine's own), in first-seen order."""
+    out: dict[float | None, list[tuple[int, TaskRecord, list[int]]]] = {}
+    for prompt in todo:
+        out.setdefault(plan.get(prompt[0], {}).get("temperature"), []).append(prompt)
+    return list(out.items())
+
+
+def _plan(
+    stage: int,
+    controller: SamplingController | None,
+    engine_factory: Callable[[], RolloutEngine],
+    todo: list[tuple[int, TaskRecord, list[int]]],
+    samples_per_prompt: int,
+    by_slot: dict[int, TaskRecord],
+    pipeline: VerifyPipeline,
+    stats: RolloutStats,
+    max_engine_restarts: int,
+    base_temperature: float | None,
+) -> dict[int, dict[str, float]]:
+    """The controller's plan for ``todo`` (after its probe, if it asks for one); {} without a controller."""
+    if controller is None or not todo:
+        return {}
+    probes = (
+        _probe(
+            stage,
+            engine_factory,
+            todo,
+            controller.probe_samples or samples_per_prompt,
+            by_slot,
+            pipeline,
+            stats,
+            max_engine_restarts,
+        )
+        if controller.probes
+        else {}
+    )
+    return controller.plan([slot for slot, _, _ in todo], probes, base_temperature or 1.0)
+
+
+def _probe(
+    stage: int,
+    engine_factory: Callable[[], RolloutEngine],
+    todo: list[tuple[int, TaskRecord, list[int]]],
+    samples: int,
+    by_slot: dict[int, TaskRecord],
+    pipeline: VerifyPipeline,
+    stats: RolloutStats,
+    max_engine_restarts: int,
+) -> dict[int, Probe]:
+    """Sample ``samples`` responses per prompt with the stage's policy at its base temperature, score them,
+    and return them per slot (never stored, never trained on)."""
+    start = time.perf_counter()
+    texts: dict[int, list[str]] = {}
+
+    def submit(group: list[Sample]) -> None:
+        slot = int(group[0].prompt_id)
+        texts[slot] = [s.response_text for s in group]
+        items: list[dict[str, Any]] = [
+            by_slot[slot].verifier_item(s.response_text, item_id=f"p{stage}-g{slot}-r{s.sample_index}")
+            for s in group
+        ]
+        pipeline.submit(("probe", slot), items, payload=None)
+
+    probe_stats = RolloutStats()
+    _run_engines(stage, engine_factory, todo, samples, submit, probe_stats, max_engine_restarts)
+    out: dict[int, Probe] = {}
+    for verdicts in pipeline.drain():
+        _, slot = verdicts.key
+        rewards = [math.nan if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)]
+        out[slot] = Probe(rewards, texts[slot])
+    stats.engine_starts += probe_stats.engine_starts
+    stats.extra["probe/responses"] = float(sum(len(p.rewards) for p in out.values()))
+    stats.times["time/probe"] = time.perf_counter() - start
+    return out

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from mucode.assets import resolve_model_path
+from mucode.components import SAMPLERS
 from mucode.config import MucodeConfig
 from mucode.data.types import TaskRecord
 from mucode.rollout.types import RolloutEngine
@@ -164,6 +165,14 @@ class StageRollout:
                 "rollout.tensor_parallel_size=1 and rollout.data_parallel_size=1"
             )
         self._colocated: Any = None
+        self.controller = SAMPLERS.get(cfg.sampling.controller).build(
+            cfg.sampling.params, derive_seed(cfg.rollout.seed, SeedPurpose.SAMPLING)
+        )
+        if cfg.sampling.controller != "fixed" and not self.shares_weights and engine_factory is None:
+            raise ValueError(
+                f"sampling.controller={cfg.sampling.controller} sets a temperature per prompt, which "
+                "needs the hf engine sharing the trainer's weights (rollout.engine=hf, no FSDP)"
+            )
 
     def run(
         self,
@@ -258,6 +267,9 @@ class StageRollout:
                 adv_eps=cfg.algo.adv_eps,
                 rescore=rescore,
                 show_progress=show_progress,
+                controller=self.controller,
+                engine_at=lambda t: self._engine(stage, policy_path, t),
+                base_temperature=cfg.rollout.temperature,
             )
         finally:
             parked.restore()
@@ -271,18 +283,30 @@ class StageRollout:
         )
         return stats
 
-    def _engine(self, stage: int, policy_path: Path) -> Any:
+    def _engine(self, stage: int, policy_path: Path, temperature: float | None = None) -> Any:
+        """The stage's engine; ``temperature``: sampling at that temperature instead of rollout.temperature
+        (a sampling controller's per-prompt plan; a factory's engine gets its ``temperature`` attribute set)."""
         r, info = self.cfg.rollout, self.info
         seed = derive_seed(r.seed, SeedPurpose.ROLLOUT_ENGINE, stage=stage, rank=info.rank)
+        if temperature is not None:  # a distinct stream per planned temperature
+            seed += int(round(temperature * 1e6))
         if self.engine_factory is not None:
-            return self.engine_factory(stage, policy_path, seed)
+            engine = self.engine_factory(stage, policy_path, seed)
+            if temperature is not None:
+                if not hasattr(engine, "temperature"):
+                    raise ValueError(
+                        "the sampling controller sets per-prompt temperatures; this engine has no "
+                        "settable temperature"
+                    )
+                engine.temperature = temperature
+            return engine
         if self.shares_weights:
             from mucode.rollout.hf import HFEngine  # lazy: torch
 
             return HFEngine(
                 unwrap(self.model),
                 self.tokenizer,
-                temperature=r.temperature,
+                temperature=r.temperature if temperature is None else temperature,
                 top_p=r.top_p,
                 top_k=r.top_k,
                 max_new_tokens=r.max_response_tokens,

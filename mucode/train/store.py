@@ -18,6 +18,10 @@ error that says what to do. An incomplete store can be re-opened for writing
 (:meth:`StageWriter.resume`): its finished shards are kept and only the prompts they lack are
 generated again.
 
+Each row records the temperature its response was sampled at (``temperature``) and the sampling
+controller's statistics of its prompt (``sampling``, JSON); stores written before these columns
+existed read them as null (the run's ``rollout.temperature``, no statistics).
+
 A group's id is its prompt's slot in the stage (0 … B_train−1), so a prompt drawn twice in a
 stage (a data set smaller than B_train) is two groups.
 
@@ -77,6 +81,8 @@ SCHEMA = pa.schema(
         pa.field("truncated", pa.bool_()),
         pa.field("generate_s", pa.float32()),
         pa.field("verify_s", pa.float32()),
+        pa.field("temperature", pa.float32()),
+        pa.field("sampling", pa.string()),
     ]
 )
 
@@ -103,6 +109,10 @@ class StoredSample:
     truncated: bool = False
     generate_s: float = 0.0
     verify_s: float = 0.0
+    temperature: float | None = None
+    """The temperature this response was sampled (and its behaviour log-probs taken) at; None: rollout.temperature."""
+    sampling: str | None = None
+    """The sampling controller's statistics of the response's prompt, as JSON (e.g. AGPO's probe statistics)."""
 
 
 @dataclass
@@ -112,6 +122,8 @@ class StoredGroup:
     group_id: int
     prompt_id: str
     samples: list[StoredSample] = field(default_factory=list)
+    replayed: bool = False
+    """A replayed rollout from the batch composer's buffer (not stored; never written)."""
 
 
 _SAMPLE_FIELDS = [f.name for f in fields(StoredSample)]
@@ -237,6 +249,8 @@ def _rows(group: StoredGroup) -> list[dict[str, Any]]:
             "truncated": s.truncated,
             "generate_s": s.generate_s,
             "verify_s": s.verify_s,
+            "temperature": s.temperature,
+            "sampling": s.sampling,
         }
         for s in group.samples
     ]

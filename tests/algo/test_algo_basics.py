@@ -38,7 +38,7 @@ def test_registry_rejects_duplicates_and_lists_valid_names() -> None:
 
 def test_objective_registry_has_builtins_and_rejects_a_second_mu_grpo() -> None:
     assert {"grpo", "mu_grpo", "m2po"} <= set(objective_names())
-    with pytest.raises(UnknownNameError, match="grpo, m2po, mu_grpo"):
+    with pytest.raises(UnknownNameError, match="agpo, conspo, grpo, m2po, mu_grpo, offpolicy_grpo"):
         get_objective("mu-grpo")
     clash = Objective(name="mu_grpo", params_type=MuGRPOParams, loss_fn=get_objective("mu_grpo").loss_fn)
     with pytest.raises(DuplicateNameError):

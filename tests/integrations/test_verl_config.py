@@ -156,7 +156,7 @@ def test_objective_params_map_to_verl_keys_and_the_rest_is_warned_about() -> Non
     )
     assert any("algo.min_clip_low=0.2 has no verl equivalent" in w for w in warned)
     assert any("algo.max_abs_log_ratio=5.0 has no verl equivalent" in w for w in warned)
-    with pytest.raises(UnknownNameError, match="valid names: grpo, m2po, mu_grpo"):
+    with pytest.raises(UnknownNameError, match="valid names: grpo, m2po, mu_grpo, offpolicy_grpo"):
         VERL_LOSSES.get("scaled_pg")
 
 
@@ -197,3 +197,48 @@ def test_a_batch_that_fits_and_a_validation_set_give_no_warning(tmp_path: Path) 
     assert "warning:" not in out.stderr, out.stderr
     cfg = _compose(tmp_path / "b")
     assert list(cfg.data.val_files) == [train] and cfg.trainer.val_before_train is True
+
+
+@pytest.mark.parametrize(
+    ("preset", "line"),
+    [
+        (
+            "conspo",
+            "algo.objective=conspo has no verl loss: it contrasts the responses of one prompt with each other, "
+            "and verl's policy-loss call gets neither group ids nor whole groups",
+        ),
+        (
+            "replay_grpo",
+            "compose.composer=replay has no verl equivalent: verl trains each step on that step's own "
+            "rollouts (no buffer of earlier rollouts)",
+        ),
+        (
+            "agpo",
+            "sampling.controller=agpo has no verl equivalent: verl samples every prompt at one temperature and "
+            "has no probe generation",
+        ),
+    ],
+)
+def test_verl_config_refuses_what_verl_cannot_run_in_one_line(preset: str, line: str) -> None:
+    result = CliRunner().invoke(get_app(), ["verl-config", "--config", preset])
+    assert result.exit_code == 2 and result.output.strip() == line, result.output
+
+
+def test_offpolicy_grpo_maps_to_its_loss_and_verls_k3_kl() -> None:
+    from mucode.config import load_config
+    from mucode.integrations.verl.config import verl_settings, verl_warnings
+
+    cfg = load_config("offpolicy_grpo")
+    s = dict(verl_settings(cfg))
+    actor = "actor_rollout_ref.actor"
+    assert s[f"{actor}.policy_loss.loss_mode"] == "offpolicy_grpo"
+    assert (s[f"{actor}.use_kl_loss"], s[f"{actor}.kl_loss_coef"], s[f"{actor}.kl_loss_type"]) == (
+        True,
+        0.1,
+        "low_var_kl",
+    )
+    assert (s[f"{actor}.clip_ratio_low"], s[f"{actor}.clip_ratio_high"]) == (0.2, 0.2)
+    assert s["data.train_batch_size"] == 32 * 10 and s[f"{actor}.ppo_mini_batch_size"] == 32
+    warned = verl_warnings(cfg)
+    assert any("reference.reset_every_stages=4 has no verl equivalent" in w for w in warned)
+    assert dict(verl_settings(load_config("mu_grpo")))[f"{actor}.use_kl_loss"] is False

@@ -16,7 +16,8 @@ from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from verl.workers.config import FSDPActorConfig
 
 import mucode.integrations.verl.register  # noqa: F401  (registers the losses, as VERL_USE_EXTERNAL_MODULES does)
-from mucode.algo import M2POParams, MuGRPOParams, get_objective, loss_denominator
+from mucode.algo import GRPOParams, M2POParams, MuGRPOParams, get_objective, loss_denominator
+from mucode.integrations.verl.losses import offpolicy_grpo_policy_loss
 
 F = torch.float64
 MODES = ["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"]
@@ -278,3 +279,20 @@ def test_a_threshold_that_is_not_a_number_names_the_variable(
     monkeypatch.setenv(variable, "0.5")
     params = getattr(losses, build)(None, "seq-mean-token-mean", 8)
     assert 0.5 in (getattr(params, "veto_threshold", None), getattr(params, "m2_threshold", None))
+
+
+def test_offpolicy_grpo_through_verl_equals_mucode_on_the_rows_with_an_advantage() -> None:
+    """verl's call masks the A = 0 row (a zero-variance group's) out of the loss; mucode's grpo on the
+    same mask with verl's global denominator gives the same loss and gradient."""
+    old, new, adv, token_adv, mask = _batch()
+    config = _actor_config(loss_agg_mode="token-mean", clip_ratio_high=0.28)
+    config.global_batch_info.update(
+        dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=mask.shape[0], loss_scale_factor=None
+    )
+    v_loss, v_grad, _ = _verl_call("offpolicy_grpo", config, old, new, token_adv, mask, "token-mean")
+    kept = mask & (adv != 0)[:, None]
+    params = GRPOParams(aggregation="token-mean", clip_low=0.2, clip_high=0.28)
+    m_loss, m_grad, _ = _mucode_call("grpo", params, old, new, adv, kept, float(mask.sum()))
+    torch.testing.assert_close(v_loss, m_loss, rtol=1e-12, atol=0)
+    torch.testing.assert_close(v_grad, m_grad, rtol=1e-12, atol=0)
+    assert v_grad[5].abs().sum() == 0 and get_policy_loss_fn("offpolicy_grpo") is offpolicy_grpo_policy_loss

@@ -42,6 +42,30 @@ def _loss(x, p, prepared, out):
 
 
 COUNTING = Objective(name="counting", params_type=CountingParams, loss_fn=_loss, summary="test plug-in")
+
+
+@dataclass(frozen=True)
+class GroupMeanParams(ObjectiveParams):
+    kl_coef: float = 0.5
+    """A reference KL on by default, as the built-in off-policy GRPO has."""
+
+
+def _group_mean_loss(x, p, prepared, out):
+    """ρ·(r − mean of the row's group) per token, the group mean computed from the call's groups."""
+    import torch
+
+    means = torch.zeros_like(x.rewards)
+    for g in torch.unique(x.groups):
+        rows = x.groups == g
+        means[rows] = x.rewards[rows].mean()
+    with open(os.environ["MUCODE_TEST_OBJECTIVE_LOG"], "a") as f:
+        f.write(f"{len(torch.unique(x.groups))} {x.groups.numel()} {x.progress}\\n")
+    centred = (x.rewards - means).to(x.rho.dtype)
+    return -(x.rho * x.mask_float * (centred[:, None] * x.scale)).sum()
+
+
+GROUP_MEAN = Objective(name="group_mean", params_type=GroupMeanParams, loss_fn=_group_mean_loss,
+                       summary="test plug-in reading groups", uses_groups=True)
 '''
 
 
@@ -54,7 +78,10 @@ def objective_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     info = root / "mucode_test_objective-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-objective\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[mucode.objectives]\ncounting = mucode_test_objective:COUNTING\n")
+    (info / "entry_points.txt").write_text(
+        "[mucode.objectives]\ncounting = mucode_test_objective:COUNTING\n"
+        "group_mean = mucode_test_objective:GROUP_MEAN\n"
+    )
     monkeypatch.syspath_prepend(str(root))
     log = tmp_path / "calls.log"
     monkeypatch.setenv("MUCODE_TEST_OBJECTIVE_LOG", str(log))
@@ -98,12 +125,54 @@ def test_plugin_objective_is_selected_from_the_config_and_its_loss_is_used(
     assert "objective: counting" in saved and "weight: 0.5" in saved
 
 
+def test_plugin_objective_gets_whole_groups_their_rewards_and_the_reference_kl(
+    objective_plugin: Path, small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
+    """An out-of-tree objective that reads groups and inherits the reference KL, as the built-ins do."""
+    from mucode.train.loop import run_training
+
+    data = write_tasks(tmp_path / "tasks.jsonl", "parity", n=4)
+    run_dir = tmp_path / "run"
+    overrides = run_overrides(
+        small_policy,
+        data,
+        run_dir,
+        algo__objective="group_mean",
+        batch__updates_per_stage=2,
+        batch__num_stages=2,
+        batch__micro_batch_tokens=64,
+        reference__reset_every_stages=1,
+    )
+    cfg = load_config(None, overrides)
+    assert cfg.algo.params.kl_coef == 0.5
+    run_training(cfg)
+
+    calls = [line.split() for line in objective_plugin.read_text().splitlines()]
+    assert calls and all(
+        int(rows) == 4 * int(n_groups) for n_groups, rows, _ in calls
+    )  # whole groups of G = 4
+    assert sorted({float(progress) for *_, progress in calls}) == [0.0, 0.25, 0.5, 0.75]
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"event"' not in line
+    ]
+    kl = [r["kl/ref"] for r in rows]
+    assert kl[0] == pytest.approx(0.0, abs=1e-6)  # π_ref is the starting policy, π_θ has not moved yet
+    assert kl[1] > 1e-6  # after one update it has
+    assert kl[2] == pytest.approx(0.0, abs=1e-6)  # reset to the current policy at stage 1
+    assert all(r["groups/count"] == 2 for r in rows)
+
+
 def test_plugin_objective_params_are_its_own(objective_plugin: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(None, ["algo.objective=counting", "algo.veto_scope=sequence"])
     assert "veto_scope: not a parameter of algo.objective=counting (CountingParams)" in str(err.value)
     assert "weight" in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match=r"valid names: counting, grpo, m2po, mu_grpo"):
+    with pytest.raises(
+        ConfigError,
+        match=r"valid names: agpo, conspo, counting, group_mean, grpo, m2po, mu_grpo, offpolicy_grpo",
+    ):
         load_config(None, ["algo.objective=sgd"])
 
 
@@ -116,5 +185,5 @@ def test_verl_config_refuses_a_plugin_objective_in_one_line(objective_plugin: Pa
     assert result.exit_code == 2, result.output
     assert (
         result.output.strip()
-        == "algo.objective=counting has no verl loss; verl-config supports grpo, m2po, mu_grpo"
+        == "algo.objective=counting has no verl loss; verl-config supports grpo, m2po, mu_grpo, offpolicy_grpo"
     )

@@ -15,7 +15,9 @@ What it emits, for a :class:`MucodeConfig` plus the facts of one cluster (:class
 
 Mapping (μ-GRPO stage = one verl step): ``data.train_batch_size = prompts_per_update ×
 updates_per_stage`` (B_train), ``ppo_mini_batch_size = prompts_per_update`` (B_mini),
-``ppo_epochs = 1``, ``trainer.total_training_steps = num_stages``. Behaviour log-probs: verl's
+``ppo_epochs = batch.update_epochs`` (1), ``trainer.total_training_steps = num_stages``. A
+reference KL (``kl_coef`` > 0) is verl's own KL loss (k3: ``low_var_kl``, k1: ``kl``) against the
+initial policy. Behaviour log-probs: verl's
 decoupled mode recomputes them with the actor (the "recompute" option); bypass mode would replace
 the loss, so it is kept off. Micro-batches are token-budgeted (``use_dynamic_bsz``) with
 ``batch.micro_batch_tokens`` per GPU. verl keeps a whole step's batch (B_train × G responses) on
@@ -42,10 +44,11 @@ __all__ = [
     "VerlRun",
     "verl_command",
     "verl_overrides",
-    "verl_run_config",
-    "verl_settings",
     "parquet_rows",
+    "verl_refusal",
+    "verl_run_config",
     "verl_run_warnings",
+    "verl_settings",
     "verl_warnings",
     "write_verl_parquet",
     "write_verl_run",
@@ -113,7 +116,16 @@ def _grpo(p: Any) -> list[tuple[str, Any]]:
     ]
 
 
-_COMMON = ("aggregation", "norm_length")
+def _offpolicy_grpo(p: Any) -> list[tuple[str, Any]]:
+    # mucode's adapter (PPO-clip, zero-advantage rows out of the loss); the KL is verl's own (below)
+    return [
+        (f"{ACTOR}.policy_loss.loss_mode", "offpolicy_grpo"),
+        (f"{ACTOR}.clip_ratio_low", p.clip_low),
+        (f"{ACTOR}.clip_ratio_high", p.clip_high),
+    ]
+
+
+_COMMON = ("aggregation", "norm_length", "kl_coef", "kl_estimator")
 VERL_LOSSES: Registry[_VerlLoss] = Registry("objective with a verl loss")
 """The objectives a verl run can optimize, by name (mu_grpo and m2po through mucode's adapters)."""
 VERL_LOSSES.register(
@@ -121,6 +133,45 @@ VERL_LOSSES.register(
 )
 VERL_LOSSES.register("m2po", _VerlLoss(_m2po, (*_COMMON, "m2_threshold", "mode")))
 VERL_LOSSES.register("grpo", _VerlLoss(_grpo, (*_COMMON, "clip_low", "clip_high", "dual_clip")))
+VERL_LOSSES.register(
+    "offpolicy_grpo", _VerlLoss(_offpolicy_grpo, (*_COMMON, "clip_low", "clip_high", "mask_zero_variance"))
+)
+
+_NO_VERL_LOSS = {
+    "conspo": "it contrasts the responses of one prompt with each other, and verl's policy-loss call gets "
+    "neither group ids nor whole groups",
+    "agpo": "its clip needs AGPO's probe statistics per prompt, which verl's rollout does not produce",
+}
+
+
+def verl_refusal(cfg: MucodeConfig) -> str | None:
+    """One line saying why verl cannot run ``cfg`` (None: it can)."""
+    if cfg.sampling.controller != "fixed":
+        return (
+            f"sampling.controller={cfg.sampling.controller} has no verl equivalent: verl samples every prompt "
+            "at one temperature and has no probe generation"
+        )
+    if cfg.compose.composer != "fresh":
+        return (
+            f"compose.composer={cfg.compose.composer} has no verl equivalent: verl trains each step on that "
+            "step's own rollouts (no buffer of earlier rollouts)"
+        )
+    if cfg.algo.objective in _NO_VERL_LOSS:
+        return f"algo.objective={cfg.algo.objective} has no verl loss: {_NO_VERL_LOSS[cfg.algo.objective]}"
+    if cfg.algo.objective not in VERL_LOSSES:  # a plug-in objective: verl has no loss for it
+        return f"algo.objective={cfg.algo.objective} has no verl loss; verl-config supports {', '.join(VERL_LOSSES.names())}"  # noqa: E501
+    return None
+
+
+def _kl_settings(params: Any) -> list[tuple[str, Any]]:
+    """verl's own reference KL loss for ``kl_coef`` > 0 (k3 is verl's low_var_kl, k1 its kl)."""
+    if params.kl_coef <= 0:
+        return [(f"{ACTOR}.use_kl_loss", False)]
+    return [
+        (f"{ACTOR}.use_kl_loss", True),
+        (f"{ACTOR}.kl_loss_coef", params.kl_coef),
+        (f"{ACTOR}.kl_loss_type", "low_var_kl" if params.kl_estimator.value == "k3" else "kl"),
+    ]
 
 
 def _objective_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
@@ -150,12 +201,12 @@ def verl_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
         ("actor_rollout_ref.rollout.top_k", r.top_k),
         ("data.max_response_length", r.max_response_tokens),
         ("data.max_prompt_length", cfg.data.max_prompt_tokens),
-        ("data.train_batch_size", b.prompts_per_update * b.updates_per_stage),
+        ("data.train_batch_size", b.prompts_per_stage()),
         (f"{ACTOR}.ppo_mini_batch_size", b.prompts_per_update),
-        (f"{ACTOR}.ppo_epochs", 1),
+        (f"{ACTOR}.ppo_epochs", b.update_epochs),
         ("trainer.total_training_steps", b.num_stages),
         *[p for p in objective if not p[0].startswith(ENV)],
-        (f"{ACTOR}.use_kl_loss", False),
+        *_kl_settings(cfg.algo.params),
         (f"{ACTOR}.entropy_coeff", 0),
         (f"{ACTOR}.optim.lr", o.lr),
         (f"{ACTOR}.optim.weight_decay", o.weight_decay),
@@ -289,6 +340,16 @@ def verl_warnings(cfg: MucodeConfig) -> list[str]:
                 f"algo.{f.name}={getattr(params, f.name)} has no verl equivalent; verl runs the default "
                 f"{getattr(default, f.name)}"
             )
+    if params.kl_coef > 0 and cfg.reference.reset_every_stages is not None:
+        out.append(
+            f"reference.reset_every_stages={cfg.reference.reset_every_stages} has no verl equivalent: "
+            "verl's reference policy stays the initial one"
+        )
+    if getattr(params, "mask_zero_variance", False):
+        out.append(
+            "zero-variance groups leave verl's loss (their advantages are 0) but stay in its global "
+            "denominator"
+        )
     if not cfg.algo.recompute_behaviour_logprobs:
         out.append(
             "verl recomputes the behaviour log-probs with the actor (decoupled mode); "

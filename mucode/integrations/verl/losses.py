@@ -1,4 +1,4 @@
-"""verl policy-loss adapters for ``mu_grpo`` and ``m2po`` (verl 0.9.1's ``PolicyLossFn`` signature).
+"""verl policy-loss adapters for ``mu_grpo``, ``m2po`` and ``offpolicy_grpo`` (verl 0.9.1's ``PolicyLossFn``).
 
 verl calls a registered policy loss per micro-batch with keywords ``old_log_prob, log_prob,
 advantages, response_mask, loss_agg_mode, config, rollout_is_weights`` and expects
@@ -31,6 +31,11 @@ Deliberate differences from verl's ``vanilla`` loss:
   ``seq-mean-token-sum`` aggregation are not offered.
 - M2PO's selection runs per micro-batch (verl offers no minibatch-wide hook), as the authors'
   code does; mucode's own trainer can apply it to the whole minibatch.
+- ``offpolicy_grpo``: PPO-clip with ε from ``actor.clip_ratio_low``/``clip_ratio_high``; the rows of
+  zero-variance groups are recognised by an advantage of exactly 0 (verl's GRPO gives those groups
+  A = 0) and leave the loss, but verl's global denominator still counts them. Its KL term is verl's
+  own KL loss (``use_kl_loss``), not this adapter's; the reference is never reset.
+- ``conspo``, ``agpo`` and the replay composer have no adapter (``mucode verl-config`` says why).
 - Metrics are returned as ``actor/<mucode key>`` for the ``mean``-type keys of
   :data:`mucode.algo.METRICS` (verl averages them over micro-batches), plus ``actor/pg_clipfrac``.
 """
@@ -46,9 +51,11 @@ from typing import Any
 import torch
 
 from mucode.algo import (
+    GRPO,
     M2PO,
     METRICS,
     MU_GRPO,
+    GRPOParams,
     LossAggregation,
     M2POParams,
     MuGRPOParams,
@@ -57,7 +64,14 @@ from mucode.algo import (
     Reduce,
 )
 
-__all__ = ["m2po_policy_loss", "mu_grpo_policy_loss", "m2po_params", "mu_grpo_params"]
+__all__ = [
+    "m2po_params",
+    "m2po_policy_loss",
+    "mu_grpo_params",
+    "mu_grpo_policy_loss",
+    "offpolicy_grpo_params",
+    "offpolicy_grpo_policy_loss",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -226,3 +240,31 @@ def m2po_policy_loss(
     """verl policy loss ``m2po``: mucode.algo's M2PO, selection within the micro-batch."""
     params = m2po_params(config, loss_agg_mode, response_mask.shape[-1])
     return _run(M2PO, params, old_log_prob, log_prob, advantages, response_mask, config, rollout_is_weights)
+
+
+def offpolicy_grpo_params(config: Any, loss_agg_mode: str, response_length: int) -> GRPOParams:
+    """PPO-clip params from verl's ``clip_ratio_low``/``clip_ratio_high`` (0.2 when absent); no KL here."""
+    low = float(_config_value(config, "clip_ratio_low", None) or _config_value(config, "clip_ratio", 0.2))
+    high = float(_config_value(config, "clip_ratio_high", None) or _config_value(config, "clip_ratio", 0.2))
+    return GRPOParams(
+        aggregation=_aggregation(loss_agg_mode),
+        norm_length=int(_config_value(config, "loss_scale_factor", response_length)),
+        clip_low=low,
+        clip_high=high,
+    )
+
+
+def offpolicy_grpo_policy_loss(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    config: Any = None,
+    rollout_is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """verl policy loss ``offpolicy_grpo``: PPO-clip, rows with advantage exactly 0 (zero-variance groups) masked."""
+    params = offpolicy_grpo_params(config, loss_agg_mode, response_mask.shape[-1])
+    row_adv = per_response_advantages(advantages, response_mask)
+    mask = response_mask.bool() & (row_adv != 0)[:, None]
+    return _run(GRPO, params, old_log_prob, log_prob, advantages, mask, config, rollout_is_weights)

@@ -1,4 +1,4 @@
-"""Register mucode's ``mu_grpo`` and ``m2po`` in verl's policy-loss registry (verl 0.9.1).
+"""Register mucode's ``mu_grpo``, ``m2po`` and ``offpolicy_grpo`` in verl's policy-loss registry (verl 0.9.1).
 
 Importing this module registers them — that is the whole point of the module and the one import
 side effect in mucode: verl loads external code by importing the modules named in
@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mucode.integrations.verl.losses import m2po_policy_loss, mu_grpo_policy_loss
+from mucode.integrations.verl.losses import m2po_policy_loss, mu_grpo_policy_loss, offpolicy_grpo_policy_loss
 
-__all__ = ["LOSSES", "m2po_policy_loss", "mu_grpo_policy_loss", "register"]
+__all__ = ["LOSSES", "m2po_policy_loss", "mu_grpo_policy_loss", "offpolicy_grpo_policy_loss", "register"]
 
 LOSSES: dict[str, Callable[..., tuple[Any, dict[str, Any]]]] = {
     "mu_grpo": mu_grpo_policy_loss,
     "m2po": m2po_policy_loss,
+    "offpolicy_grpo": offpolicy_grpo_policy_loss,
 }
 
 
