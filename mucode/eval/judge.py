@@ -265,11 +265,17 @@ class StreamingJudge:
 
 
 def _last_stdout_head(details: dict[str, Any]) -> str:
-    """The first line (≤ 200 characters) of the last test's stdout, kept with the verdict: enough to
-    say which input failed (EvalPlus's driver prints `FAIL <i>`), small enough for the cache."""
+    """One line (≤ 200 characters) of the last test's stdout, kept with the verdict: enough to say which
+    input failed, small enough for the cache. The assert harness prints a failed check's traceback, so
+    the message of its last ``AssertionError:`` line (EvalPlus's check raises `FAIL <i>`) when there is
+    one, else the first line."""
     tests = details.get("tests") or []
     stdout = tests[-1].get("stdout") if tests and isinstance(tests[-1], dict) else None
-    return stdout.split("\n", 1)[0][:200] if isinstance(stdout, str) else ""
+    if not isinstance(stdout, str):
+        return ""
+    failed = [line for line in stdout.splitlines() if line.startswith("AssertionError: ")]
+    head = failed[-1].removeprefix("AssertionError: ") if failed else stdout.split("\n", 1)[0]
+    return head[:200]
 
 
 def judge_parts(

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from importlib import resources
 
 import pytest
+from mucode.eval.data import MATH_DATA_DIR
 
 from mucode.rewards.math import MathSpec
 from mucode.rewards.math_pool import MathWorkerPool
@@ -27,7 +27,7 @@ SHIPPED = {
 
 
 def _golds(name: str, field: str) -> list[str]:
-    text = resources.files("mucode.assets").joinpath("math", name).read_text(encoding="utf-8")
+    text = (MATH_DATA_DIR / name).read_text(encoding="utf-8")
     return [
         MathSpec.model_validate({"answer": json.loads(line)[field]}).answer
         for line in text.splitlines()
