@@ -112,6 +112,7 @@ def _stored_group(
     verdicts: GroupVerdicts,
     adv_std: str,
     adv_eps: float,
+    policy_version: int = 0,
 ) -> StoredGroup:
     rewards = torch.tensor([0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)])
     valid = torch.tensor([not m for m in verdicts.masked])
@@ -136,6 +137,7 @@ def _stored_group(
                 response_text=s.response_text,
                 truncated=s.finish_reason == "length",
                 verify_s=per_sample_verify,
+                policy_version=policy_version,
             )
             for i, s in enumerate(samples)
         ],
@@ -155,8 +157,10 @@ def generate_stage(
     rescore: Callable[[list[Sample]], list[list[float]]] | None = None,
     show_progress: bool = True,
     max_engine_restarts: int = 2,
+    policy_version: int = 0,
 ) -> RolloutStats:
-    """Generate, verify and store the groups of ``prompts`` (slot, record, prompt ids) not yet stored."""
+    """Generate, verify and store the groups of ``prompts`` (slot, record, prompt ids) not yet stored;
+    ``policy_version``: the update count of the sampling policy, recorded in every row."""
     stats = RolloutStats()
     todo = [p for p in prompts if p[0] not in writer.done_group_ids]
     by_slot: dict[int, TaskRecord] = {slot: record for slot, record, _ in todo}
@@ -171,7 +175,7 @@ def generate_stage(
 
     def store(verdicts: GroupVerdicts) -> None:
         slot, samples = verdicts.key, verdicts.payload
-        group = _stored_group(slot, by_slot[slot], samples, verdicts, adv_std, adv_eps)
+        group = _stored_group(slot, by_slot[slot], samples, verdicts, adv_std, adv_eps, policy_version)
         writer.add(group)
         stats.groups += 1
         for s in group.samples:

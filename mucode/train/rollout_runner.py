@@ -258,6 +258,7 @@ class StageRollout:
                 adv_eps=cfg.algo.adv_eps,
                 rescore=rescore,
                 show_progress=show_progress,
+                policy_version=stage * cfg.batch.updates_per_stage,
             )
         finally:
             parked.restore()

@@ -76,6 +76,7 @@ SCHEMA = pa.schema(
         pa.field("truncated", pa.bool_()),
         pa.field("generate_s", pa.float32()),
         pa.field("verify_s", pa.float32()),
+        pa.field("policy_version", pa.int64()),
     ]
 )
 
@@ -102,6 +103,8 @@ class StoredSample:
     truncated: bool = False
     generate_s: float = 0.0
     verify_s: float = 0.0
+    policy_version: int = 0
+    """The update count of the policy that sampled it (staged: the stage's first update, k·μ)."""
 
 
 @dataclass
@@ -236,6 +239,7 @@ def _rows(group: StoredGroup) -> list[dict[str, Any]]:
             "truncated": s.truncated,
             "generate_s": s.generate_s,
             "verify_s": s.verify_s,
+            "policy_version": s.policy_version,
         }
         for s in group.samples
     ]
