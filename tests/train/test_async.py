@@ -115,10 +115,13 @@ def _same_weights(a: Path, b: Path) -> None:
         assert torch.equal(wa[name], wb[name]), name
 
 
-@pytest.mark.parametrize("sync_every", [1, 2])
-def test_smallest_lag_bound_reproduces_the_staged_run(
-    small_policy: Path, plugins_on_path: Path, tmp_path: Path, sync_every: int
+def test_lag_bound_zero_reproduces_the_staged_run(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
 ) -> None:
+    """max_lag_updates=0 (sync_every=1) against the staged run with one update per stage. (With
+    sync_every = μ > 1 the groups are the same but the staged trainer visits a stage's groups in a shuffled
+    storage order, the asynchronous one in slot order; the resume test covers that case's determinism.)"""
+    sync_every = 1
     data = write_tasks(tmp_path / "tasks.jsonl", "parity")
     shape = {"batch__updates_per_stage": sync_every, "batch__num_stages": 4 // sync_every}
     staged_dir, async_dir = tmp_path / "staged", tmp_path / "async"
