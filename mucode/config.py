@@ -282,6 +282,16 @@ class AsyncConfig(_Section):
     """Admission control: a group is never trained more than this many updates after the policy version
     that sampled it was published (generation waits instead). At least sync_every - 1; equal to it, the
     run is the staged run with batch.updates_per_stage = sync_every."""
+    generator_devices: list[str] = Field(default_factory=list)
+    """`CUDA_VISIBLE_DEVICES` of each generator process, dealt round-robin (e.g. `[2, 3]`: generator 0 on
+    GPU 2, generator 1 on GPU 3). Empty: the generators inherit the trainer's."""
+
+    @field_validator("generator_devices", mode="before")
+    @classmethod
+    def _device_names(cls, value: Any) -> Any:
+        value = _as_list(value) if isinstance(value, str) else value
+        return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+
     max_generator_restarts: int = Field(3, ge=0)
     """A generator process that dies is started again this many times (in all), then the run stops."""
     poll_s: float = Field(0.05, gt=0)

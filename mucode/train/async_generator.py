@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -74,6 +75,30 @@ class _KeptEngine:
         pass
 
 
+class _GuardedPipeline:
+    """The verify pipeline, refusing groups with verifier failures once the trainer is gone: the trainer
+    hosts the run's local verifier, so its death fails every pending verification, and such groups
+    would be stored masked (as if the verifier had failed) instead of being verified after the resume."""
+
+    def __init__(self, pipeline: VerifyPipeline, check_trainer: Any) -> None:
+        self.pipeline, self.check_trainer = pipeline, check_trainer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pipeline, name)
+
+    def _guard(self, verdicts: Any) -> Any:
+        for group in verdicts:
+            if any(group.masked):
+                self.check_trainer()
+            yield group
+
+    def done(self) -> Any:
+        return self._guard(self.pipeline.done())
+
+    def drain(self) -> Any:
+        return self._guard(self.pipeline.drain())
+
+
 def build_engine(cfg: MucodeConfig, policy_path: str, seed: int) -> RolloutEngine:
     """A generator's engine holding the policy at ``policy_path`` (``asynchronous.engine_factory``, or the
     engine ``rollout.engine`` names)."""
@@ -125,8 +150,15 @@ class Generator:
     version: PolicyVersion | None = None
 
     def _check_trainer(self) -> None:
-        if not process_alive(self.trainer_pid):
+        if os.getppid() != self.trainer_pid or not process_alive(self.trainer_pid):
             raise TrainerGone(f"generator {self.index}: the trainer (pid {self.trainer_pid}) is gone")
+
+    def _check_trainer_settled(self) -> None:
+        """:meth:`_check_trainer` after a verifier failure: a dying trainer closes its sockets (the local
+        verifier's) a moment before it is gone, so look a few times before trusting it is alive."""
+        for _ in range(5):
+            self._check_trainer()
+            time.sleep(0.1)
 
     def wait_admitted(self, update: int) -> PolicyVersion:
         """The latest version once the lag bound admits it for ``update`` (polling; time counted as idle)."""
@@ -238,6 +270,7 @@ def run_generator(run_dir: Path, index: int, trainer_pid: int, urls: list[str]) 
     v = cfg.verifier
     pipeline = VerifyPipeline(urls, token=v.token, timeout_s=v.timeout_s, retries=v.retries)
     gen = Generator(cfg, run_dir, index, trainer_pid, pipeline, records, tokenizer)
+    gen.pipeline = _GuardedPipeline(pipeline, gen._check_trainer_settled)
     gen.stats = GeneratorStats.read(stats_path(run_dir, index))
     gen.stats.starts += 1
     gen.stats.write(stats_path(run_dir, index))

@@ -131,6 +131,9 @@ class AsyncTrainer:
     def _spawn(self, index: int) -> None:
         log = self.run.run_dir / "async" / f"gen-{index:02d}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        env = os.environ.copy()
+        if self.a.generator_devices:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.a.generator_devices[index % len(self.a.generator_devices)])
         with log.open("ab") as out:
             self.procs[index] = subprocess.Popen(
                 [
@@ -144,7 +147,7 @@ class AsyncTrainer:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=os.environ.copy(),
+                env=env,
             )
 
     def start_generators(self) -> None:

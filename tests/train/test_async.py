@@ -25,13 +25,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from train_helpers import run_overrides, write_tasks
+from typer.testing import CliRunner
 
+from mucode.cli.app import get_app
 from mucode.config import ConfigError, load_config
 from mucode.train.async_feed import update_slots
 from mucode.train.async_generator import build_engine
 from mucode.train.async_handoff import FileHandoff
 from mucode.train.async_loop import run_async_training
 from mucode.train.loop import run_training
+from mucode.train.plot import plot_run
+from mucode.train.report import load_run, render_report
 from mucode.train.store import StageStore
 
 
@@ -71,6 +75,14 @@ def test_lag_bound_below_the_sync_period_is_refused() -> None:
         )
 
 
+def test_verl_config_refuses_the_asynchronous_mode_naming_the_keys() -> None:
+    preset = Path(__file__).resolve().parents[2] / "configs" / "async_mu_grpo.yaml"
+    out = CliRunner().invoke(get_app(), ["verl-config", "--config", str(preset)])
+    assert out.exit_code == 2
+    assert "async_training.trigger_parameter_sync_step=4" in out.output
+    assert "async_training.staleness_threshold=255.25" in out.output  # (1024 + 1) / 4 - 1
+
+
 def test_two_generators_one_trainer_hold_the_lag_bound(
     small_policy: Path, plugins_on_path: Path, tmp_path: Path
 ) -> None:
@@ -106,6 +118,7 @@ def test_two_generators_one_trainer_hold_the_lag_bound(
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"event"' not in x]
     assert [r["update"] for r in rows] == list(range(1, 7))
     assert all(r["async/staleness_max"] <= 2 for r in rows)
+    assert (run_dir / "plots" / "async.png") in plot_run(run_dir)
 
 
 def _same_weights(a: Path, b: Path) -> None:
@@ -150,6 +163,10 @@ def test_lag_bound_zero_reproduces_the_staged_run(
         assert {s.policy_version for g in got.iter_groups() for s in g.samples} == {k * sync_every}
     last = f"stage-{4 // sync_every - 1:04d}"
     _same_weights(async_dir / "policy" / last, staged_dir / "policy" / last)
+    report = render_report([load_run(staged_dir), load_run(async_dir)]).splitlines()
+    assert "trainer idle %" in report[0] and "max lag" in report[0]
+    staged_row, async_row = report[2].split(), report[3].split()
+    assert staged_row[0] == "staged" and async_row[0] == "async" and async_row[-4] == "0"  # max lag 0
     start = load_file(small_policy / "model.safetensors")
     end = load_file(async_dir / "policy" / last / "model.safetensors")
     assert max(float((start[n] - end[n]).abs().max()) for n in start) > 1e-4  # training moved them
@@ -198,7 +215,7 @@ def test_trainer_killed_mid_run_resumes_to_the_uninterrupted_run(
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert "resuming at stage 1, update 0/2 (global 2)" in done.stdout
+    assert "resuming at stage 0, update 2/2 (global 2)" in done.stdout  # the stage end is redone
     for k in (0, 1):  # no verified group lost, none sampled twice, the same as uninterrupted
         ref = StageStore.open(ref_dir / "stages" / f"stage-{k:04d}")
         got = StageStore.open(run_dir / "stages" / f"stage-{k:04d}")
