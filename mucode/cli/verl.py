@@ -68,6 +68,10 @@ def verl_config(
             err=True,
         )
         raise typer.Exit(2)
+    refusal = vc.verl_async_refusal(cfg)
+    if refusal is not None:
+        typer.secho(refusal, fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
     url = verifier_url or (",".join(cfg.verifier.url) if cfg.verifier.url else None)
     run = vc.VerlRun(
         model_path=resolve_model_path(model or cfg.model.path),
