@@ -60,15 +60,10 @@ def verl_config(
     config file) to add to your own verl command."""
 
     cfg = resolve_config(config, ([f"data.task={task}"] if task else []) + list(overrides or []))
-    if cfg.algo.objective not in vc.VERL_LOSSES:  # a plug-in objective: verl has no loss for it
-        typer.secho(
-            f"algo.objective={cfg.algo.objective} has no verl loss; verl-config supports "
-            f"{', '.join(vc.VERL_LOSSES.names())}",
-            fg=typer.colors.RED,
-            err=True,
-        )
-        raise typer.Exit(2)
     refusal = vc.verl_async_refusal(cfg)
+    if refusal is None and cfg.algo.objective not in vc.VERL_LOSSES:  # a plug-in objective: no verl loss
+        names = ", ".join(vc.VERL_LOSSES.names())
+        refusal = f"algo.objective={cfg.algo.objective} has no verl loss; verl-config supports {names}"
     if refusal is not None:
         typer.secho(refusal, fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
