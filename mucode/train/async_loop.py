@@ -209,7 +209,7 @@ class AsyncTrainer:
             begin = time.perf_counter()
             groups = self._wait_for(feed, update_slots(state.update_in_stage, b.prompts_per_update))
             got = time.perf_counter()
-            metrics = self._update(groups)
+            metrics = self._update(groups, waited=got - begin)
             rewards.append(metrics.get("reward/mean", math.nan))
             waited, trained = waited + got - begin, trained + time.perf_counter() - got
         self._add("async/wait_s", waited)
@@ -217,7 +217,7 @@ class AsyncTrainer:
         clock.times.update({"time/wait": waited, "time/optimize": trained})
         self._end_stage(clock, rewards)
 
-    def _update(self, groups: list[Any]) -> dict[str, float]:
+    def _update(self, groups: list[Any], waited: float) -> dict[str, float]:
         run, state = self.run, self.run.state
         u, bound = state.global_update, self.a.max_lag_updates
         staleness = [u - g.samples[0].policy_version for g in groups]
@@ -235,6 +235,7 @@ class AsyncTrainer:
                 "async/staleness_mean": sum(staleness) / len(staleness),
                 "async/dropped_for_age": float(len(groups) - len(fresh)),
                 "async/step_s": time.perf_counter() - start,
+                "async/wait_s": waited,
                 "async/trainer_idle_ratio": wait / (wait + busy) if wait + busy > 0 else 0.0,
             }
         )
