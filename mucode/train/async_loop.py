@@ -71,6 +71,8 @@ def run_async_training(
     on_update: UpdateHook = _no_hook,
 ) -> RunResult:
     """Run (or resume) the asynchronous trainer of ``cfg`` (``asynchronous.enabled``) with its generators."""
+    if not cfg.asynchronous.enabled:
+        raise ValueError("run_async_training needs asynchronous.enabled=true (else use run_training)")
     info = init_distributed(cfg.train.device)
     if info.enabled:
         raise ValueError("asynchronous.enabled runs one trainer process: start it without torchrun")

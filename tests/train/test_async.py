@@ -165,8 +165,9 @@ def test_lag_bound_zero_reproduces_the_staged_run(
     _same_weights(async_dir / "policy" / last, staged_dir / "policy" / last)
     report = render_report([load_run(staged_dir), load_run(async_dir)]).splitlines()
     assert "trainer idle %" in report[0] and "max lag" in report[0]
-    staged_row, async_row = report[2].split(), report[3].split()
-    assert staged_row[0] == "staged" and async_row[0] == "async" and async_row[-4] == "0"  # max lag 0
+    end = report[0].index("max lag") + len("max lag")  # cells are right-aligned under their header
+    assert report[2].startswith("staged") and report[2][end - 7 : end].strip() == "–"
+    assert report[3].startswith("async") and report[3][end - 7 : end].strip() == "0"  # max lag 0
     start = load_file(small_policy / "model.safetensors")
     end = load_file(async_dir / "policy" / last / "model.safetensors")
     assert max(float((start[n] - end[n]).abs().max()) for n in start) > 1e-4  # training moved them
