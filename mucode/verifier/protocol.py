@@ -16,4 +16,4 @@ def __getattr__(name: str) -> NoReturn:
     if name.startswith("__"):
         raise AttributeError(name)
     where = "mucode.verifier.schemas" if name in _BODIES else "mucode.protocol"
-    raise ImportError(f"mucode.verifier.protocol.{name} has moved: import it from {where}")
+    raise ImportError(f"mucode.protocol.{name} has moved: import it from {where}")

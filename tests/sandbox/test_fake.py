@@ -12,15 +12,8 @@ import httpx
 import pytest
 
 from mucode.registry import UnknownNameError
-from mucode.sandbox import (
-    CodeJob,
-    RawRun,
-    Status,
-    TestSpec,
-    backend_names,
-    make_backend,
-    production_backend_names,
-)
+from mucode.protocol import Status
+from mucode.sandbox import CodeJob, RawRun, TestSpec, backend_names, make_backend, production_backend_names
 from mucode.sandbox.fake import FakeBackend, program_hash
 from mucode.verifier.local import local_verifier
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from mucode.protocol import _SHARED_EXAMPLE, _SHARED_KEY, _SHARED_TESTS
+from mucode.verifier.schemas import _SHARED_EXAMPLE, _SHARED_KEY, _SHARED_TESTS
 from mucode.verifier.batching import body_length, cut, prepare
 from mucode.verifier.client import RequestTooLargeError
 from mucode.verifier.local import local_verifier
