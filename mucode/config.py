@@ -38,6 +38,7 @@ from mucode.protocol import Connection
 
 __all__ = [
     "AlgoConfig",
+    "AsyncConfig",
     "BatchConfig",
     "ConfigError",
     "DataConfig",
@@ -293,6 +294,39 @@ class EvalConfig(_Section):
     """The best evaluated policy (best.json, policy/best) has the highest mean of this over `benchmarks`."""
 
 
+class AsyncConfig(_Section):
+    """Asynchronous μ-GRPO (`mucode.train.async_loop`): generator processes and the trainer at once."""
+
+    enabled: bool = False
+    """Overlap generation and training: generator processes sample with the latest published policy while
+    the trainer consumes their verified groups. False: the staged trainer (generate, then optimize)."""
+    generators: int = Field(1, ge=1)
+    """Generator processes (each with its own engine; slots of a stage are dealt round-robin)."""
+    sync_every: int = Field(4, ge=1)
+    """The trainer publishes its weights (a new policy version) every this many updates."""
+    max_lag_updates: int = Field(1024, ge=0)
+    """Admission control: a group is never trained more than this many updates after the policy version
+    that sampled it was published (generation waits instead). At least sync_every - 1; equal to it, the
+    run is the staged run with batch.updates_per_stage = sync_every."""
+    generator_devices: list[str] = Field(default_factory=list)
+    """`CUDA_VISIBLE_DEVICES` of each generator process, dealt round-robin (e.g. `[2, 3]`: generator 0 on
+    GPU 2, generator 1 on GPU 3). Empty: the generators inherit the trainer's."""
+
+    @field_validator("generator_devices", mode="before")
+    @classmethod
+    def _device_names(cls, value: Any) -> Any:
+        value = _as_list(value) if isinstance(value, str) else value
+        return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+
+    max_generator_restarts: int = Field(3, ge=0)
+    """A generator process that dies is started again this many times (in all), then the run stops."""
+    poll_s: float = Field(0.05, gt=0)
+    """How often a waiting trainer or generator looks for new groups or a new policy version."""
+    engine_factory: str | None = None
+    """`module:function` building a generator's engine as `function(cfg, policy_path, seed)`; None: the
+    engine `rollout.engine` names, loaded from the published policy."""
+
+
 TASK_PROMPTS_PER_UPDATE: dict[str, int] = {"math": 32, "code": 16}
 """B_mini per task when `batch.prompts_per_update` is not given (the paper's math and code batches)."""
 
@@ -316,6 +350,7 @@ class MucodeConfig(_Section):
     compose: ComposeConfig = Field(default_factory=ComposeConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
+    asynchronous: AsyncConfig = Field(default_factory=AsyncConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -342,6 +377,18 @@ class MucodeConfig(_Section):
             )
         if self.rollout.engine == "vllm" and self.train.device == "cpu":
             raise ValueError("rollout.engine=vllm needs a GPU; use rollout.engine=hf with train.device=cpu")
+        a = self.asynchronous
+        if a.enabled and a.max_lag_updates < a.sync_every - 1:
+            raise ValueError(
+                f"asynchronous.max_lag_updates={a.max_lag_updates} is below asynchronous.sync_every - 1 = "
+                f"{a.sync_every - 1}: the trainer would wait for groups no generator may sample. Raise "
+                f"max_lag_updates or lower sync_every"
+            )
+        if a.enabled and self.algo.recompute_behaviour_logprobs:
+            raise ValueError(
+                "asynchronous.enabled: the generators hold no trainer model, so "
+                "algo.recompute_behaviour_logprobs is not available; set it to false"
+            )
         return self
 
 

@@ -53,7 +53,9 @@ def train(
     ] = False,
     plot: Annotated[bool, typer.Option("--plot/--no-plot", help="Write the PNG plots at the end.")] = True,
 ) -> None:
-    """Run staged μ-GRPO: generate → verify → store → optimize (μ updates) → checkpoint → hand over, per stage."""
+    """Run staged μ-GRPO: generate → verify → store → optimize (μ updates) → checkpoint → hand over, per stage
+    (or, with asynchronous.enabled, generator processes and the trainer at once)."""
+    from mucode.train.async_loop import run_async_training  # lazy: torch
     from mucode.train.loop import ResumeError, run_training  # lazy: torch
 
     cfg = resolve_config(config, _overrides(task, run_dir, overrides))
@@ -62,7 +64,7 @@ def train(
     hf_logging.disable_progress_bar()  # weight-loading bars would drown the trainer's own
 
     try:
-        result = run_training(cfg, resume=resume)
+        result = (run_async_training if cfg.asynchronous.enabled else run_training)(cfg, resume=resume)
     except (ResumeError, ConfigError) as err:
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None

@@ -61,7 +61,7 @@ def verl_config(
     config file) to add to your own verl command."""
 
     cfg = resolve_config(config, ([f"data.task={task}"] if task else []) + list(overrides or []))
-    refusal = vc.verl_refusal(cfg)  # a method verl cannot run (replay, AGPO, ConSPO, a plug-in objective)
+    refusal = vc.verl_async_refusal(cfg) or vc.verl_refusal(cfg)  # async, replay, AGPO, ConSPO, plug-ins
     if refusal is not None:
         typer.secho(refusal, fg=typer.colors.RED, err=True)
         raise typer.Exit(2)

@@ -71,10 +71,18 @@ def make_optimizer(
 
 
 def pack_micro_batches(samples: Sequence[StoredSample], budget: int) -> list[list[int]]:
-    """Indices of ``samples`` grouped so that rows × (longest prompt + longest response) ≤ budget."""
+    """Indices of ``samples`` grouped so that rows × (longest prompt + longest response) ≤ budget.
+
+    Ordered by length, then by content (the position only between identical samples), so the micro-batches
+    and their rows do not depend on the order of the groups in the minibatch."""
     order = sorted(
         range(len(samples)),
-        key=lambda i: (len(samples[i].prompt_tokens) + len(samples[i].response_tokens), i),
+        key=lambda i: (
+            len(samples[i].prompt_tokens) + len(samples[i].response_tokens),
+            samples[i].prompt_tokens,
+            samples[i].response_tokens,
+            i,
+        ),
     )
     batches: list[list[int]] = []
     current: list[int] = []

@@ -1,7 +1,8 @@
 """``mucode plot RUN_DIR``: PNGs of a run's metrics over updates, stage boundaries marked.
 
 Writes ``<run_dir>/plots/{reward,veto_fraction,clip_fraction,rho_neg_adv}.png`` and
-``overview.png`` (all four in one figure). Each panel draws the first metric key of its list that
+``overview.png`` (all four in one figure), and for an asynchronous run ``async.png``
+(``mucode.train.async_plot``). Each panel draws the first metric key of its list that
 the run logged, so a GRPO run (no veto) still plots; a panel with no data says so.
 
 The methods' own diagnostics (:data:`METHOD_PANELS`: reference KL, zero-variance groups, ConSPO's
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mucode.train.async_plot import plot_async
 from mucode.train.logger import read_metrics
 
 __all__ = ["METHOD_PANELS", "PANELS", "plot_run"]
@@ -184,7 +186,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     fig.savefig(out / "overview.png", dpi=110)
     plt.close(fig)
     paths.append(out / "overview.png")
-    return paths
+    return paths + plot_async(run_dir, rows, events)  # an asynchronous run's staleness and idle ratio
 
 
 def _method_plots(plt: Any, rows: list[dict[str, Any]], boundaries: list[float], out: Path) -> list[Path]:

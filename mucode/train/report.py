@@ -6,6 +6,9 @@ Per run (the paper's Table 1 columns, and Table 5's veto fractions):
   from ``best.json`` (written by the trainer's evaluation, see ``mucode.train.evaluation``);
 - T_rollout and T_total in hours (``summary.json`` totals: generation, and the whole run with
   evaluation excluded, as the paper's wall-clock comparison counts training); engine switches;
+- the trainer's and the generators' idle ratios (``mucode.train.report.idle_ratios``: measured in an
+  asynchronous run, derived from the phase times in a staged one) and the largest staleness trained on,
+  so an asynchronous run and a staged one compare side by side;
 - the vetoed-token fraction of each stage (mean of ``stale/veto_token_frac`` over its updates) and
   their mean.
 
@@ -33,7 +36,15 @@ import yaml
 
 from mucode.train.logger import read_metrics
 
-__all__ = ["RunReport", "has_evaluation", "load_run", "plot_accuracy", "render_report", "time_to_accuracy"]
+__all__ = [
+    "RunReport",
+    "has_evaluation",
+    "idle_ratios",
+    "load_run",
+    "plot_accuracy",
+    "render_report",
+    "time_to_accuracy",
+]
 
 
 @dataclass
@@ -111,6 +122,19 @@ def _hours(value: Any) -> str:
     return f"{value / 3600:.2f}" if isinstance(value, int | float) else "–"
 
 
+def idle_ratios(totals: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(trainer, generator) idle ratios of a run. Asynchronous: as measured (``async/…``). Staged: the
+    trainer waits while the engine generates and the verifier finishes (rollout + verify + hand-over over
+    the stages' total), and the engine waits while the trainer optimizes (optimize over the total)."""
+    if "async/trainer_idle_ratio" in totals:
+        return totals["async/trainer_idle_ratio"], totals.get("async/generator_idle_ratio")
+    total = totals.get("time/total")
+    if not isinstance(total, int | float) or total <= 0:
+        return None, None
+    waiting = sum(float(totals.get(k, 0.0) or 0.0) for k in ("time/rollout", "time/verify", "time/handover"))
+    return waiting / total, float(totals.get("time/optimize", 0.0) or 0.0) / total
+
+
 def _row(run: RunReport) -> list[str]:
     metrics = (run.best or {}).get("metrics", {})
     cells = [run.name]
@@ -121,7 +145,10 @@ def _row(run: RunReport) -> list[str]:
     train_total = t.get("time/total")
     if isinstance(train_total, int | float):
         train_total -= t.get("time/eval", 0.0) or 0.0
-    cells += [_hours(t.get("time/rollout")), _hours(train_total), str(t.get("engine_switches", "–"))]
+    trainer_idle, generator_idle = idle_ratios(t)
+    cells += [_hours(t.get("time/rollout")), _hours(train_total)]
+    cells += [_pct(trainer_idle), _pct(generator_idle), str(t.get("async/staleness_max", "–"))]
+    cells.append(str(t.get("engine_switches", "–")))
     veto = run.veto_per_stage
     cells.append(" / ".join(f"{100 * v:.2f}" for v in veto) if veto else "–")
     cells.append(f"{100 * sum(veto) / len(veto):.2f}" if veto else "–")
@@ -141,6 +168,9 @@ def render_report(runs: list[RunReport]) -> str:
         "best at",
         "T_rollout h",
         "T_total h",
+        "trainer idle %",
+        "gen idle %",
+        "max lag",
         "switches",
         "veto % per stage",
         "veto % mean",
@@ -154,7 +184,11 @@ def render_report(runs: list[RunReport]) -> str:
         )
 
     out = [line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
-    out.append(f"accuracy at the best checkpoint ({metric}, %); T_total excludes evaluation.")
+    out.append(
+        f"accuracy at the best checkpoint ({metric}, %); T_total excludes evaluation; idle: time waiting "
+        f"for the other side over the run (staged: derived from the phase times); max lag: the largest "
+        f"staleness trained on (asynchronous runs)."
+    )
     for run in runs:
         if not has_evaluation(run):
             out.append(

@@ -123,6 +123,7 @@ def _stored_group(
     adv_eps: float,
     temperature: float | None = None,
     sampling: dict[str, float] | None = None,
+    policy_version: int = 0,
 ) -> StoredGroup:
     rewards = [0.0 if m else r for r, m in zip(verdicts.rewards, verdicts.masked, strict=True)]
     advantages = one_group_advantages(rewards, [not m for m in verdicts.masked], std=adv_std, eps=adv_eps)
@@ -146,6 +147,7 @@ def _stored_group(
                 verify_s=per_sample_verify,
                 temperature=temperature,
                 sampling=json.dumps(sampling) if sampling else None,
+                policy_version=policy_version,
             )
             for i, s in enumerate(samples)
         ],
@@ -168,12 +170,14 @@ def generate_stage(
     controller: SamplingController | None = None,
     engine_at: Callable[[float], RolloutEngine] | None = None,
     base_temperature: float | None = None,
+    policy_version: int = 0,
 ) -> RolloutStats:
     """Generate, verify and store the groups of ``prompts`` (slot, record, prompt ids) not yet stored.
 
     ``controller`` (a sampling controller) plans each prompt's temperature, after a probe if it asks
     for one; ``engine_at(t)`` makes an engine sampling at temperature t (needed for a plan that sets
-    temperatures); ``base_temperature`` is the stored temperature of prompts the plan leaves alone."""
+    temperatures); ``base_temperature`` is the stored temperature of prompts the plan leaves alone;
+    ``policy_version``: the update count of the sampling policy, recorded in every row."""
     stats = RolloutStats()
     todo = [p for p in prompts if p[0] not in writer.done_group_ids]
     by_slot: dict[int, TaskRecord] = {slot: record for slot, record, _ in todo}
@@ -195,7 +199,9 @@ def generate_stage(
         slot, samples = verdicts.key, verdicts.payload
         stats_of = plan.get(slot, {})
         temperature = stats_of.get("temperature", base_temperature)
-        group = _stored_group(slot, by_slot[slot], samples, verdicts, adv_std, adv_eps, temperature, stats_of)
+        group = _stored_group(
+            slot, by_slot[slot], samples, verdicts, adv_std, adv_eps, temperature, stats_of, policy_version
+        )
         writer.add(group)
         _count(stats, group, verdicts.charged or [False] * len(group.samples))
         bar.set_postfix(reward=f"{stats.mean_reward:.3f}", charged=stats.masked, refresh=False)

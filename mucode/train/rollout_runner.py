@@ -270,6 +270,7 @@ class StageRollout:
                 controller=self.controller,
                 engine_at=lambda t: self._engine(stage, policy_path, t),
                 base_temperature=cfg.rollout.temperature,
+                policy_version=stage * cfg.batch.updates_per_stage,
             )
         finally:
             parked.restore()

@@ -83,6 +83,7 @@ SCHEMA = pa.schema(
         pa.field("verify_s", pa.float32()),
         pa.field("temperature", pa.float32()),
         pa.field("sampling", pa.string()),
+        pa.field("policy_version", pa.int64()),
     ]
 )
 
@@ -113,6 +114,8 @@ class StoredSample:
     """The temperature this response was sampled (and its behaviour log-probs taken) at; None: rollout.temperature."""
     sampling: str | None = None
     """The sampling controller's statistics of the response's prompt, as JSON (e.g. AGPO's probe statistics)."""
+    policy_version: int = 0
+    """The update count of the policy that sampled it (staged: the stage's first update, k·μ)."""
 
 
 @dataclass
@@ -251,6 +254,7 @@ def _rows(group: StoredGroup) -> list[dict[str, Any]]:
             "verify_s": s.verify_s,
             "temperature": s.temperature,
             "sampling": s.sampling,
+            "policy_version": s.policy_version,
         }
         for s in group.samples
     ]

@@ -10,7 +10,15 @@ from typing import Any
 
 from mucode.train.checkpoint import TrainerState
 
-__all__ = ["STAGE_COLUMNS", "render_summary", "run_totals", "stage_line", "stage_record", "write_summary"]
+__all__ = [
+    "STAGE_COLUMNS",
+    "async_line",
+    "render_summary",
+    "run_totals",
+    "stage_line",
+    "stage_record",
+    "write_summary",
+]
 
 STAGE_COLUMNS: list[tuple[str, str, str]] = [
     # (key in a stage record, header, format)
@@ -61,6 +69,8 @@ def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
             f"prompts: {totals.get('data/prompts')} used, {totals['data/dropped_long_prompts']} dropped "
             f"(longer than data.max_prompt_tokens)"
         )
+    if "async/trainer_idle_ratio" in totals:
+        extra.append(async_line(stages, totals))
     first, final = totals.get("reward/first_rollout_mean"), totals.get("reward/final_mean")
     if first is not None and final is not None:
         extra.append(f"reward: {first:.3f} (initial policy, stage 0 rollouts) → {final:.3f} (final policy)")
@@ -70,6 +80,20 @@ def render_summary(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
             f"(stage {stages[-1]['stage']}, before its updates)"
         )
     return "\n".join(out + extra)
+
+
+def async_line(stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:
+    """The asynchronous run's figures: idle ratios, staleness (per stage and in all), hand-off times."""
+    per_stage = ", ".join(f"{s['stage']}: {s.get('async/staleness_max', '-')}" for s in stages)
+    publish, load = totals.get("async/publish_s_mean"), totals.get("async/load_s_mean")
+    return (
+        f"asynchronous: trainer idle {100 * totals['async/trainer_idle_ratio']:.1f}%, generators idle "
+        f"{100 * totals.get('async/generator_idle_ratio', 0.0):.1f}%; staleness max "
+        f"{totals.get('async/staleness_max')} (per stage {per_stage}; histogram "
+        f"{totals.get('async/staleness_hist')}); dropped for age {totals.get('async/dropped_for_age')}; "
+        f"publish {_fmt('{:.2f}', publish)} s, load {_fmt('{:.2f}', load)} s (means); generator restarts "
+        f"{totals.get('async/generator_restarts', 0)}"
+    )
 
 
 def write_summary(run_dir: Path, stages: list[dict[str, Any]], totals: dict[str, Any]) -> str:

@@ -30,11 +30,19 @@ class ExactMatchReward:
         spec = ExactMatchSpec.model_validate(item.spec)
         matches = _ANSWER.findall(item.response)
         if not matches:
-            return Result(id=item.id, reward=0.0, status=Status.no_answer,
-                          details={"error": "no 'Answer: ...' line in the response"})
+            return Result(
+                id=item.id,
+                reward=0.0,
+                status=Status.no_answer,
+                details={"error": "no 'Answer: ...' line in the response"},
+            )
         given, expected = " ".join(matches[-1].split()), " ".join(spec.answer.split())
         if not spec.case_sensitive:
             given, expected = given.casefold(), expected.casefold()
         ok = given == expected
-        return Result(id=item.id, reward=float(ok), status=Status.correct if ok else Status.wrong_answer,
-                      details={"extracted": matches[-1]})
+        return Result(
+            id=item.id,
+            reward=float(ok),
+            status=Status.correct if ok else Status.wrong_answer,
+            details={"extracted": matches[-1]},
+        )

@@ -1,0 +1,167 @@
+"""Staged versus asynchronous μ-GRPO at equal updates, side by side in one run: wall time and idle ratios.
+
+    .venv/bin/python bench/async.py [--config configs/tiny.yaml] [--task math] [--updates 8] [--mu 4]
+                                    [--delay 0.3] [--out runs/bench-async] [key=value ...]
+
+Two regimes, each run staged and asynchronous on the same config (the tiny policy on the toy task by
+default) with the same number of updates and prompts:
+
+- ``slow engine``: every generated group costs ``--delay`` extra seconds (a sleep in the engine), so
+  generation is slower than training;
+- ``slow trainer``: every update costs ``--delay`` × prompts-per-update extra seconds (a sleep after
+  the update), so training is slower than generation.
+
+The staged run has μ = ``--mu`` updates per stage; the asynchronous one one generator, publishes every
+μ updates and admits a lag of 2μ updates (so the generator can work one stage ahead). Printed per run:
+wall seconds, the stages' seconds (``time/total``; for the asynchronous run also how much of it the
+first update waited, which is mostly the generator process starting: importing torch, loading the data
+and the policy), the trainer's idle ratio (asynchronous: measured; staged: rollout + verify + hand-over
+over the stages' time), the generator's idle ratio, the largest staleness, and the async/staged wall
+ratio. Both modes use the hf engine loaded from the handed-over policy (``train.weight_sync=disk``),
+and the asynchronous generator is a second process: on a machine with fewer free cores than
+processes the two compete for CPU, which the figures include.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mucode.config import MucodeConfig, load_config
+from mucode.rollout.types import RolloutEngine
+from mucode.train.async_generator import build_engine
+from mucode.train.async_loop import run_async_training
+from mucode.train.checkpoint import TrainerState
+from mucode.train.loop import run_training
+from mucode.train.report import idle_ratios
+
+DELAY_ENV = "MUCODE_BENCH_ENGINE_DELAY_S"
+
+
+class _Slow:
+    """An engine that sleeps ``delay`` seconds before handing over each group."""
+
+    def __init__(self, engine: RolloutEngine, delay: float) -> None:
+        self.engine, self.delay = engine, delay
+        self.generator = getattr(engine, "generator", None)  # reseeded by the generator process
+
+    def generate(self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int) -> Any:
+        for group in self.engine.generate(prompts, samples_per_prompt):
+            time.sleep(self.delay)
+            yield group
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def slow_engine(cfg: MucodeConfig, policy_path: str, seed: int) -> Any:
+    """``asynchronous.engine_factory`` of the bench (the delay comes through the environment)."""
+    plain = cfg.model_copy(
+        update={"asynchronous": cfg.asynchronous.model_copy(update={"engine_factory": None})}
+    )
+    return _Slow(build_engine(plain, policy_path, seed), float(os.environ.get(DELAY_ENV, "0")))
+
+
+def _run(mode: str, args: argparse.Namespace, engine_delay: float, trainer_delay: float) -> dict[str, Any]:
+    run_dir = args.out / f"{mode}-{'slow-engine' if engine_delay else 'slow-trainer'}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    mu = args.mu
+    common = [
+        f"data.task={args.task}",
+        f"train.run_dir={run_dir}",
+        "train.progress=false",
+        "train.tensorboard=false",
+        "train.weight_sync=disk",
+        "train.final_rollout_prompts=0",
+        f"batch.updates_per_stage={mu}",
+        f"batch.num_stages={args.updates // mu}",
+        *args.overrides,
+    ]
+    if mode == "async":
+        common += [
+            "asynchronous.enabled=true",
+            f"asynchronous.sync_every={mu}",
+            f"asynchronous.max_lag_updates={2 * mu}",
+            "asynchronous.engine_factory=async:slow_engine",
+        ]
+    cfg = load_config(args.config, common)
+    os.environ[DELAY_ENV] = str(engine_delay)
+
+    def pause(state: TrainerState) -> None:
+        time.sleep(trainer_delay)
+
+    start = time.perf_counter()
+    if mode == "async":
+        result = run_async_training(cfg, on_update=pause)
+    else:
+        result = run_training(
+            cfg, engine_factory=lambda stage, path, seed: slow_engine(cfg, str(path), seed), on_update=pause
+        )
+    wall = time.perf_counter() - start
+    totals = json.loads((result.run_dir / "summary.json").read_text())["totals"]
+    trainer_idle, generator_idle = idle_ratios(totals)
+    rows = [
+        json.loads(x)
+        for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"event"' not in x
+    ]
+    startup = float(rows[0].get("async/wait_s", 0.0)) if rows else 0.0
+    return {
+        "mode": mode,
+        "wall_s": wall,
+        "loop_s": float(totals.get("time/total", 0.0)),
+        "startup_s": startup,
+        "updates": result.state.global_update,
+        "trainer_idle": trainer_idle,
+        "generator_idle": generator_idle,
+        "staleness_max": totals.get("async/staleness_max", mu - 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", default="configs/tiny.yaml")
+    parser.add_argument("--task", default="math")
+    parser.add_argument("--updates", type=int, default=8)
+    parser.add_argument("--mu", type=int, default=4)
+    parser.add_argument("--delay", type=float, default=0.3)
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-async"))
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # the generator imports this file as ``async``
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]
+    )
+    prompts = int(load_config(args.config, args.overrides).batch.prompts_per_update)
+    lines = []
+    for regime, engine_delay, trainer_delay in (
+        ("slow engine", args.delay, 0.0),
+        ("slow trainer", 0.0, args.delay * prompts),
+    ):
+        staged = _run("staged", args, engine_delay, trainer_delay)
+        asynchronous = _run("async", args, engine_delay, trainer_delay)
+        for r in (staged, asynchronous):
+            lines.append(
+                f"{regime:<13} {r['mode']:<7} updates {r['updates']:>3}  wall {r['wall_s']:6.1f} s  stages "
+                f"{r['loop_s']:6.1f} s (of which waiting for the first group {r['startup_s']:5.1f} s)  "
+                f"trainer idle {100 * (r['trainer_idle'] or 0):5.1f}%  generator idle "
+                f"{100 * (r['generator_idle'] or 0):5.1f}%  max staleness {r['staleness_max']}"
+            )
+        steady = (asynchronous["loop_s"] - asynchronous["startup_s"]) / max(1e-9, staged["loop_s"])
+        lines.append(
+            f"{regime:<13} async/staged: wall {asynchronous['wall_s'] / staged['wall_s']:.2f}, stages without "
+            f"the generator's start {steady:.2f}"
+        )
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
