@@ -45,6 +45,12 @@ class TestsSpec(BaseModel):
     entry_point: str | None = Field(
         default=None, description="assert: the function the tests call (optional)."
     )
+    setup_code: str | None = Field(
+        default=None,
+        description="assert: test-side code run in the test harness before assert_code, out of the "
+        "program's reach: the data set's helpers the tests call (HumanEval's `poly`, `encode_cyclic`). "
+        "A helper the tests use but only the program defines is the program's, and it can redefine it.",
+    )
 
     @model_validator(mode="after")
     def _check_format(self) -> TestsSpec:
@@ -61,6 +67,14 @@ class TestsSpec(BaseModel):
         if self.format == "assert" and not (self.assert_code and self.assert_code.strip()):
             raise ValueError("format 'assert' needs 'assert_code' (test code run after the program)")
         return self
+
+    def sandbox_fields(self) -> dict[str, Any]:
+        """The fields of :class:`mucode.sandbox.TestSpec`: ``setup_code`` goes before ``assert_code``, so
+        the harness defines those helpers itself and never asks the program for them."""
+        fields = self.model_dump(exclude={"setup_code"})
+        if self.setup_code and self.setup_code.strip():
+            fields["assert_code"] = self.setup_code.rstrip() + "\n\n" + (self.assert_code or "")
+        return fields
 
 
 class CodeSpec(BaseModel):
@@ -107,7 +121,7 @@ class CodeReward:
             )
         job = CodeJob(
             program=program,
-            tests=TestSpec(**spec.tests.model_dump()),
+            tests=TestSpec(**spec.tests.sandbox_fields()),
             language=spec.language,
             checker=spec.checker,
             time_limit_s=spec.time_limit_s,

@@ -47,3 +47,22 @@ def test_extra_fields_pass_through() -> None:
     )
     assert spec.model_extra == {"source": "mbpp/1"}
     assert spec.extract == "last_fence" and spec.checker == "code_contests"
+
+
+def test_setup_code_goes_to_the_harness_before_the_asserts() -> None:
+    """A data set's helpers (HumanEval's `poly`) travel as test code, so the harness defines them."""
+    spec = CodeSpec.model_validate(
+        {
+            "tests": {
+                "format": "assert",
+                "setup_code": "def poly(xs, x):\n    return sum(c * x**i for i, c in enumerate(xs))\n",
+                "assert_code": "def check(candidate):\n    assert abs(poly([1, 1], candidate([1, 1]))) < 1e-6\n",
+                "entry_point": "find_zero",
+            }
+        }
+    )
+    fields = spec.tests.sandbox_fields()
+    assert "setup_code" not in fields
+    assert fields["assert_code"].startswith("def poly(xs, x):") and fields["assert_code"].endswith("< 1e-6\n")
+    plain = CodeSpec.model_validate({"tests": {"format": "assert", "assert_code": "assert f() == 1"}})
+    assert plain.tests.sandbox_fields()["assert_code"] == "assert f() == 1"

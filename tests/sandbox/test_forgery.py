@@ -89,6 +89,24 @@ def test_assert_format_forgeries_fail(sb: Handle) -> None:
     assert_nothing_left(sb)
 
 
+POLY = "def poly(xs, x):\n    return sum(c * x**i for i, c in enumerate(xs))\n"
+# HumanEval/32's shape: the test calls the data set's helper `poly` on the candidate's answer. A
+# program that redefines `poly` to return 0 passes when the helper is looked up in the program; as
+# test code (the code spec's setup_code, put before the asserts) the harness has its own.
+POLY_FORGERY = "def poly(xs, x):\n    return 0.0\ndef find_zero(xs):\n    return 42.0\n"
+POLY_TEST = "def check(candidate):\n    assert abs(poly([-1.0, 1.0], candidate([-1.0, 1.0]))) < 1e-6\n"
+
+
+def test_a_data_set_helper_given_as_test_code_is_the_harness_s(sb: Handle) -> None:
+    assert_confined(sb)
+    honest = "def find_zero(xs):\n    return 1.0\n"
+    forged = sb.judge(_assert_job(GUARD + POLY_FORGERY, POLY + "\n" + POLY_TEST, entry="find_zero"))
+    assert forged.verdict in (Status.wrong_answer, Status.runtime_error), forged
+    honest_run = sb.judge(_assert_job(POLY + honest, POLY + "\n" + POLY_TEST, entry="find_zero"))
+    assert honest_run.verdict is Status.correct, honest_run
+    every_slot_correct(sb)
+
+
 def test_the_program_cannot_open_the_harness_through_proc(sb: Handle) -> None:
     assert_confined(sb)
     r = sb.judge(_assert_job(GUARD + PROC_PROBE, "assert opened() == []\n", None))
