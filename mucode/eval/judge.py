@@ -265,17 +265,20 @@ class StreamingJudge:
 
 
 def _last_stdout_head(details: dict[str, Any]) -> str:
-    """One line (≤ 200 characters) of the last test's stdout, kept with the verdict: enough to say which
-    input failed, small enough for the cache. The assert harness prints a failed check's traceback, so
-    the message of its last ``AssertionError:`` line (EvalPlus's check raises `FAIL <i>`) when there is
-    one, else the first line."""
+    """One line (≤ 200 characters) saying how the last test failed, kept with the verdict: enough to
+    say which input failed, small enough for the cache. The assert harness appends a failed check's
+    traceback to stderr after a ``--- tests ---`` line (after anything the program wrote), so the
+    message of its last ``AssertionError:`` line (EvalPlus's check raises `FAIL <i>`); else the first
+    line of stdout."""
     tests = details.get("tests") or []
-    stdout = tests[-1].get("stdout") if tests and isinstance(tests[-1], dict) else None
-    if not isinstance(stdout, str):
-        return ""
-    failed = [line for line in stdout.splitlines() if line.startswith("AssertionError: ")]
-    head = failed[-1].removeprefix("AssertionError: ") if failed else stdout.split("\n", 1)[0]
-    return head[:200]
+    last = tests[-1] if tests and isinstance(tests[-1], dict) else {}
+    stderr, stdout = last.get("stderr"), last.get("stdout")
+    if isinstance(stderr, str) and "--- tests ---" in stderr:
+        harness = stderr.rsplit("--- tests ---", 1)[1].splitlines()
+        failed = [line for line in harness if line.startswith("AssertionError: ")]
+        if failed:
+            return failed[-1].removeprefix("AssertionError: ")[:200]
+    return stdout.split("\n", 1)[0][:200] if isinstance(stdout, str) else ""
 
 
 def judge_parts(

@@ -17,9 +17,13 @@ from mucode.train.loop import run_training
 
 @pytest.fixture(scope="module")
 def run_dir(small_policy: Path, plugin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import os
     import sys
 
+    # the plug-in for this process and for the local verifier, which runs in a child process
     sys.path.insert(0, str(plugin_dir))
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(plugin_dir), saved or ""])
     try:
         tmp = tmp_path_factory.mktemp("export")
         data = write_tasks(tmp / "tasks.jsonl", "parity")
@@ -40,6 +44,10 @@ def run_dir(small_policy: Path, plugin_dir: Path, tmp_path_factory: pytest.TempP
         )
     finally:
         sys.path.remove(str(plugin_dir))
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     return run
 
 
