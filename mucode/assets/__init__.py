@@ -1,5 +1,6 @@
-"""Files shipped inside the package: the embedded tiny policy (``mucode/assets/tiny/``) and offline
-copies of the math benchmarks (``mucode/assets/math/``, provenance in its README).
+"""The embedded tiny policy shipped inside the package (``mucode/assets/tiny/``), and where model paths
+resolve (``resolve_model_path``: ``tiny`` names it). Benchmark data ships as ``mucode.eval.data``
+(the repository's top-level ``eval/`` folder).
 
 The tiny policy is a ~0.2 M-parameter Llama-architecture causal LM with a byte-level BPE tokenizer
 (ChatML chat template) made by ``mucode.train.tiny_build`` (its command line:

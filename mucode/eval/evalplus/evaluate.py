@@ -14,7 +14,7 @@ Code: evalplus's `sanitize` (the entry point and what it needs) of the response 
 prompt + response (`base`). A samples file may instead give evalplus's own `solution` (used as is)
 or `completion` (appended to the prompt), or mix the two line by line, as evalplus reads them.
 
-Judging: one sandboxed assert job per sample and test set (`evalplus_driver`): the sample runs in
+Judging: one sandboxed assert job per sample and test set (`mucode.eval.evalplus.driver`): the sample runs in
 one process, evalplus's comparison rules and the ground truth in the sandbox's test harness, a
 process of its own that calls the sample through a pipe with plain data. Base tests decide
 `humaneval`/`mbpp`; base and plus tests both passing decide `humaneval+`/`mbpp+`, as in evalplus.

@@ -8,7 +8,7 @@ Styles (LiveCodeBench's `LMStyle` names are accepted too):
   prompt holding ChatML markers itself, as there (no chat template is applied on top);
 - `base` (`GenericBase`, base models): "### Question / ### Starter Code / ### Answer" after
   LiveCodeBench's own first few-shot example (`few_shot_examples/generation/{stdin,func}.json`,
-  shipped in `mucode/assets/livecodebench`), which the model continues.
+  shipped in `eval/livecodebench`, installed as `mucode.eval.data`), which the model continues.
 
 `LCB_STOP` is the runner's default stop list (`--stop ###`), used with every style.
 The texts follow the revision after 2024-12-26 (the system message no longer ends "You will NOT
