@@ -41,7 +41,6 @@ class Component(Generic[P]):
     summary: str = ""
 
     def param_names(self) -> tuple[str, ...]:
-
         return tuple(f.name for f in fields(self.params_type))  # type: ignore[arg-type]
 
 

@@ -109,7 +109,6 @@ class DataConfig(_Section):
     @field_validator("format")
     @classmethod
     def _registered(cls, name: str) -> str:
-
         if name != "auto" and name not in SCHEMAS:
             raise SCHEMAS.unknown(name, [*SCHEMAS.names(), "auto"])
         return name

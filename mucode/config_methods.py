@@ -109,7 +109,6 @@ class ComposeConfig(_ComponentSection):
     @field_validator("composer")
     @classmethod
     def _registered(cls, name: str) -> str:
-
         return COMPOSERS.validate(name)
 
     @field_validator("params", mode="plain")
@@ -131,7 +130,6 @@ class SamplingConfig(_ComponentSection):
     @field_validator("controller")
     @classmethod
     def _registered(cls, name: str) -> str:
-
         return SAMPLERS.validate(name)
 
     @field_validator("params", mode="plain")

@@ -41,7 +41,6 @@ def fail(message: str) -> NoReturn:
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
-
     types: list[type[BaseException]] = [ValueError, OSError, HubError, StoreMismatch, typer.BadParameter]
     with contextlib.suppress(ImportError):
         types.append(VerifierRequestError)

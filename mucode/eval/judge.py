@@ -76,7 +76,6 @@ class VerifierOptions:
 
 @contextlib.contextmanager
 def _local_verifier(settings: VerifierOptions, programs: Sequence[str]) -> Iterator[list[str]]:
-
     options = dict(settings.local_options)
     if programs:
         options.setdefault("programs", sorted(set(programs)))

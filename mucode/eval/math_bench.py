@@ -167,7 +167,6 @@ def _local_file(bench: MathBenchmark, data_dir: Path) -> Path | None:
 
 
 def _hub_rows(bench: MathBenchmark, revision: str | None) -> list[dict[str, Any]]:
-
     if bench.hub_files:
         names = list(bench.hub_files)
     else:

@@ -209,7 +209,6 @@ class Evaluator:
     def _evaluate(
         self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int, policy_dir: Path
     ) -> dict[str, float]:
-
         e, v = self.cfg.eval, self.cfg.verifier
         out_dir = self.run_dir / "eval" / f"update-{update:07d}"
         model.eval()

@@ -55,7 +55,6 @@ class ResumeError(RuntimeError):
 
 
 def _read_model_config(path: str) -> dict[str, Any] | None:
-
     local = Path(resolve_model_path(path)) / "config.json"
     if local.is_file():
         return dict(json.loads(local.read_text()))

@@ -114,7 +114,6 @@ def final_pending(cfg: MucodeConfig, run_dir: Path) -> bool:
 
 
 def load_records(cfg: MucodeConfig) -> list[TaskRecord]:
-
     source = cfg.data.source or "default"
     return load_tasks(
         source,

@@ -37,7 +37,6 @@ class VerifierSettings(BaseSettings):
     @field_validator("backend")
     @classmethod
     def _registered_backend(cls, value: str) -> str:
-
         return SANDBOX_BACKENDS.validate(value)
 
     token: SecretStr | None = None

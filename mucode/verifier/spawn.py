@@ -92,7 +92,6 @@ def _exited(child: subprocess.Popen[str], wait_s: float = 10.0) -> bool:
 
 
 def _serve(config: dict[str, Any]) -> None:
-
     import uvicorn  # lazy: uvicorn
 
     from mucode.verifier.app import create_app  # lazy: fastapi
