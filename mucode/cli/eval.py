@@ -47,6 +47,7 @@ from mucode.eval.judge import VerifierOptions
 from mucode.eval.report import format_table, write_report
 from mucode.protocol import Connection
 from mucode.train.export import CheckpointError, as_model_path
+from mucode.train.preflight import check_verifiers
 
 __all__ = ["BUILTIN_COMMANDS", "Common", "benchmark_command", "register", "resolve_protocol"]
 
@@ -87,6 +88,8 @@ class Common:
             )
         if self.samples is not None and not self.samples.exists():
             fail(f"{self.samples}: no such samples file — check the path given to --samples")
+        if self.verifier_url:  # before any generation: a dead verifier would verify nothing
+            check_verifiers(self.verifier_url, fix=EVAL_FIX)
 
     def verifier(self) -> VerifierOptions:
         return VerifierOptions(
@@ -155,6 +158,8 @@ def resolve_protocol(kind: str, name: str | None, context: int | None, **overrid
     sampling = dataclasses.replace(protocol.sampling, **{k: v for k, v in overrides.items() if v is not None})
     return dataclasses.replace(protocol, sampling=sampling)
 
+
+EVAL_FIX = "start it (`mucode serve`), fix --verifier-url, or leave it out for an in-process verifier"
 
 _COMMON_FIELDS = tuple(f.name for f in dataclasses.fields(Common))
 

@@ -173,14 +173,20 @@ def _probe(url: str) -> str | None:
     return f"/readyz answered {response.status_code}: {response.text[:200]}"
 
 
-def check_verifiers(urls: Sequence[str], wait_s: float = READY_WAIT_S) -> None:
-    """Returns once every URL is ready; raises ``PreflightError`` naming the first that stays unready."""
+TRAIN_FIX = "start it (`mucode serve`), fix verifier.url, or leave verifier.url empty for an in-process one"
+
+
+def check_verifiers(urls: Sequence[str], wait_s: float | None = None, fix: str = TRAIN_FIX) -> None:
+    """Returns once every URL is ready; raises ``PreflightError`` naming the first that stays unready.
+
+    ``fix`` ends the message: what the caller's user changes (a config key, a command-line option).
+    ``wait_s`` defaults to ``READY_WAIT_S``, read at call time."""
+    wait_s = READY_WAIT_S if wait_s is None else wait_s
     for url in urls:
         deadline = time.monotonic() + wait_s
         while (reason := _probe(url)) is not None:
             if time.monotonic() >= deadline:
                 raise PreflightError(
-                    f"the verifier at {url} is not ready after {wait_s:.0f} s ({reason}); start it "
-                    f"(`mucode serve`), fix verifier.url, or leave verifier.url empty for an in-process one"
+                    f"the verifier at {url} is not ready after {wait_s:.0f} s ({reason}); {fix}"
                 )
             time.sleep(1.0)

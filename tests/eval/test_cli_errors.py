@@ -163,3 +163,23 @@ def test_usage_mistakes_are_one_line_too() -> None:
     assert_one_line_error(*run("math", "--limit", "abc")[::2], "--limit", "mucode eval math --help")
     assert_one_line_error(*run("nope")[::2], "nope", "mucode eval --help")
     assert_one_line_error(*run("livecodebench", "--relase", "v1")[::2], "--relase", "--help")
+
+
+def test_a_dead_verifier_url_stops_before_anything_runs(
+    lcb_samples: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real HTTP to a closed loopback port: one line naming the URL and the option, exit 2, no run dir."""
+    import socket
+
+    import mucode.train.preflight as preflight
+
+    monkeypatch.setattr(preflight, "READY_WAIT_S", 1.0)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed when the block ends
+    run_dir = tmp_path / "run"
+    code, _, err = run(
+        "livecodebench", "--samples", str(lcb_samples), "--verifier-url", url, "--run-dir", str(run_dir)
+    )
+    assert_one_line_error(code, err, url, "--verifier-url", "not ready")
+    assert not run_dir.exists()
