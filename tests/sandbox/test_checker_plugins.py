@@ -103,6 +103,15 @@ def test_plugin_checkers_judge_in_a_spawned_verifier(plugin_path: Path) -> None:
             json={"items": [_item("x", "print(1)", "no_such_checker", ["\n"], ["1\n"])]},
             timeout=60,
         )
+        inline = {"source": "import sys\nsys.exit(0 if open(sys.argv[2]).read() == 'ok\\n' else 1)\n"}
+        given = _item("inline", "print('ok')", "exact", ["\n"], ["anything\n"])
+        given["spec"] = {**given["spec"], "checker_program": inline}  # type: ignore[dict-item]
+        ok = httpx.post(f"{url}/v1/verify", json={"items": [given]}, timeout=120)
+        cobol = {**given, "spec": {**given["spec"], "checker_program": {**inline, "language": "cobol"}}}  # type: ignore[dict-item]
+        refused = httpx.post(f"{url}/v1/verify", json={"items": [cobol]}, timeout=60)
+    assert ok.status_code == 200 and ok.json()["results"][0]["status"] == "correct", ok.text
+    assert refused.status_code == 422 and "items[0].spec.checker_program" in refused.text, refused.text
+    assert "checker language 'cobol'" in refused.text
     assert bad.status_code == 422, bad.text
     text = bad.text
     assert (
