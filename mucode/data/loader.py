@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mucode.data.checker_table import load_checker_table
 from mucode.data.files import first_row, hub_data_files, iter_rows, local_data_files
 from mucode.data.schemas import Dropped, RowOptions, detect_schema, get_schema
 from mucode.data.toy import toy_tasks
@@ -69,6 +71,7 @@ def load_task_set(
     require_python3_solution: bool = False,
     revision: str | None = None,
     columns: dict[str, str] | None = None,
+    checkers: str | Path | Mapping[str, Any] | None = None,
 ) -> TaskSet:
     """Like ``load_tasks`` but also returns the drop counts and the files read."""
     if task not in ("code", "math"):
@@ -95,6 +98,7 @@ def load_task_set(
         drop_multiple_answers=drop_multiple_answers,
         require_python3_solution=require_python3_solution,
         source_name=Path(source).name if Path(source).exists() else source,
+        checkers=load_checker_table(checkers) if checkers is not None else None,
     )
     task_set = TaskSet(records=[], source=source, schema=schema_name, files=files)
     seen: set[str] = set()
@@ -150,6 +154,8 @@ def load_tasks(
         instruction: text appended to the problem; None uses the schema's default.
         **kw: ``schema`` (auto|code_contests|math|verl|mucode|trl), ``columns`` (renames applied to
             every row first, file name → schema name), ``system_prompt``, ``max_tests``,
-            ``drop_multiple_answers``, ``require_python3_solution``, ``revision``.
+            ``drop_multiple_answers``, ``require_python3_solution``, ``revision``, ``checkers`` (a
+            checker table, path or mapping: ``mucode.data.checker_table``; code_contests problems it
+            names are judged by their checker, also those with several valid answers).
     """
     return load_task_set(source, task, split=split, limit=limit, instruction=instruction, **kw).records

@@ -8,8 +8,11 @@ Registered schemas (``schema=`` of ``load_tasks``; ``"auto"`` picks one from the
   reason: problems whose Python solutions are all Python 2 (language id 1), that read or write
   files (``input_file``/``output_file`` set, or ``input.txt``/``output.txt`` in the statement),
   that are interactive, that have no tests, and (``drop_multiple_answers=True``, the default)
-  whose statement accepts any of several answers -- the token checker would score a correct
-  program 0. The detection of the last three reads the statement and is a heuristic.
+  whose statement accepts any of several answers and that the checker table (``checkers=``,
+  ``mucode.data.checker_table``) gives no checker -- the token checker would score a correct
+  program 0. A problem the table names (by ``name`` or ``cf_contest_id/cf_index``) is judged by
+  that checker, whatever its statement says. The detection of the last three reads the statement
+  and is a heuristic.
 - ``math``: DeepScaleR-style rows (``problem``/``question`` and ``answer``/``expected_answer``).
 - ``verl``: verl's RL Parquet schema as-is (``data_source``, ``prompt`` = chat messages,
   ``ability``, ``reward_model{ground_truth, style}``, ``extra_info``). The prompt is used as it is
@@ -36,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mucode.data.checker_table import CheckerTable, checker_for
 from mucode.data.types import TaskKind, TaskRecord
 from mucode.registry import Registry
 
@@ -65,6 +69,8 @@ class RowOptions:
     require_python3_solution: bool = False
     """code_contests: also drop problems without any Python 3 reference solution."""
     source_name: str = ""
+    checkers: CheckerTable | None = None
+    """code_contests: checkers by problem (``mucode.data.checker_table``)."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,8 @@ def code_contests_row(row: dict[str, Any], index: int, options: RowOptions) -> T
     if _INTERACTIVE.search(description):
         return Dropped("interactive")
     multiple = bool(_MULTIPLE.search(description))
-    if multiple and options.drop_multiple_answers:
+    checker = checker_for(row, options.checkers)
+    if multiple and checker is None and options.drop_multiple_answers:
         return Dropped("multiple_answers")
     inputs: list[str] = []
     outputs: list[str] = []
@@ -176,6 +183,7 @@ def code_contests_row(row: dict[str, Any], index: int, options: RowOptions) -> T
         "tests": {"format": "stdio", "inputs": inputs, "outputs": outputs},
         "checker": "code_contests",
         "extract": "last_fence",
+        **(checker or {}),
     }
     time_limit = _seconds(row.get("time_limit"))
     if time_limit:
@@ -191,6 +199,7 @@ def code_contests_row(row: dict[str, Any], index: int, options: RowOptions) -> T
         "difficulty": row.get("difficulty"),
         "cf_rating": row.get("cf_rating"),
         "multiple_answers": multiple,
+        "checker": "program" if checker and "checker_program" in checker else spec["checker"],
         "has_python3_solution": PYTHON3 in languages,
         "num_tests": len(inputs),
     }

@@ -1,12 +1,15 @@
 """The ``code`` reward program: 1.0 iff the extracted program passes every test in the sandbox.
 
-spec: ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "time_limit_s"?,
-"memory_limit_mb"?, "extract"?: "last_fence"|"none"|"evalplus", "language"?}``. Extra fields pass
-through untouched. The job runs with ``stop_on_first_failure`` (a binary reward needs no more), so
-``details.tests`` lists the tests run up to the first failure. A sandbox infrastructure failure comes
-back as ``sandbox_error`` (re-sent by the client, charged as a failure when it persists); what goes
-wrong while judging what the program produced is that program's verdict, never an infrastructure
-status (``mucode.sandbox.pooled``).
+spec: ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "checker_program"?: {"source",
+"language"?, "time_limit_s"?, "memory_limit_mb"?}, "time_limit_s"?, "memory_limit_mb"?, "extract"?:
+"last_fence"|"none"|"evalplus", "language"?}``. Extra fields pass through untouched. A
+``checker_program`` (stdio tests only) judges each output in a sandbox run of its own, testlib-style
+(``mucode.sandbox.checker_program``); it replaces ``checker``. The job runs with
+``stop_on_first_failure`` (a binary reward needs no more), so ``details.tests`` lists the tests run
+up to the first failure. A sandbox infrastructure failure comes back as ``sandbox_error`` (re-sent by
+the client, charged as a failure when it persists); what goes wrong while judging what the program
+produced is that program's verdict, never an infrastructure status (``mucode.sandbox.pooled``; a
+checker program that fails on the program's output is a wrong answer).
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from mucode.protocol import Status
 from mucode.rewards.extract import EXTRACTORS, extract_code_async
 from mucode.rewards.types import Item, Result, RewardContext
+from mucode.sandbox.checker_program import validate_checker
 from mucode.sandbox.checkers import CHECKERS
-from mucode.sandbox.types import CodeJob, JobResult, TestSpec
+from mucode.sandbox.types import CheckerProgram, CodeJob, JobResult, TestSpec
 
-__all__ = ["CodeReward", "CodeSpec", "TestsSpec"]
+__all__ = ["CheckerProgramSpec", "CodeReward", "CodeSpec", "TestsSpec"]
 
 MAX_TIME_LIMIT_S = 60.0
 MAX_MEMORY_LIMIT_MB = 8192
@@ -77,6 +81,28 @@ class TestsSpec(BaseModel):
         return fields
 
 
+class CheckerProgramSpec(BaseModel):
+    """A special judge run in the sandbox (testlib-style: ``argv[1:4]`` = input, output, answer files;
+    exit 0 accepted, 1 wrong answer, 2 presentation error; anything else scores as a wrong answer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(min_length=1, max_length=1 << 20, description="The checker's source code.")
+    language: str = Field(
+        default="python", description="A language of the sandbox's table with a checker wrapper."
+    )
+    time_limit_s: float = Field(default=10.0, gt=0, le=MAX_TIME_LIMIT_S, description="CPU seconds per test.")
+    memory_limit_mb: int = Field(default=1024, ge=16, le=MAX_MEMORY_LIMIT_MB)
+
+    def to_checker(self) -> CheckerProgram:
+        return CheckerProgram(self.source, self.language, self.time_limit_s, self.memory_limit_mb)
+
+    @model_validator(mode="after")
+    def _runnable(self) -> CheckerProgramSpec:
+        validate_checker(self.to_checker())
+        return self
+
+
 class CodeSpec(BaseModel):
     """Task spec of a code item."""
 
@@ -84,6 +110,9 @@ class CodeSpec(BaseModel):
 
     tests: TestsSpec
     checker: str = Field(default="code_contests", description="A name in mucode.sandbox.checkers.CHECKERS.")
+    checker_program: CheckerProgramSpec | None = Field(
+        default=None, description="stdio tests: a checker program judges each output (replaces `checker`)."
+    )
     time_limit_s: float = Field(default=5.0, gt=0, le=MAX_TIME_LIMIT_S, description="Per test.")
     memory_limit_mb: int = Field(default=512, ge=16, le=MAX_MEMORY_LIMIT_MB)
     extract: str = Field(default="last_fence", description="A name in mucode.rewards.extract.EXTRACTORS.")
@@ -98,6 +127,13 @@ class CodeSpec(BaseModel):
     @classmethod
     def _known_extract(cls, name: str) -> str:
         return EXTRACTORS.validate(name)
+
+    @model_validator(mode="after")
+    def _checker_fits_tests(self) -> CodeSpec:
+        program = self.checker_program is not None or isinstance(CHECKERS.get(self.checker), CheckerProgram)
+        if program and self.tests.format != "stdio":
+            raise ValueError(f"a checker program judges stdio tests only, not format {self.tests.format!r}")
+        return self
 
 
 class CodeReward:
@@ -124,6 +160,7 @@ class CodeReward:
             tests=TestSpec(**spec.tests.sandbox_fields()),
             language=spec.language,
             checker=spec.checker,
+            checker_program=spec.checker_program.to_checker() if spec.checker_program else None,
             time_limit_s=spec.time_limit_s,
             memory_limit_mb=spec.memory_limit_mb,
             stop_on_first_failure=True,

@@ -1,7 +1,8 @@
 """What the executor-pool backends (local, docker, attach) share: turning a CodeJob into executor
 requests over a pool of slots, checking outputs here (outside the sandbox), and building JobResults.
 
-Subclasses provide the executors (``start``/``close``) and react to a failed executor
+A job with a checker program (``checker_program.py``) is run, then checked in a second executor
+request of its own. Subclasses provide the executors (``start``/``close``) and react to a failed executor
 (``_executor_failed``): the job that was running there gets ``sandbox_error``, never a verdict.
 
 The line between the program's failure and the backend's: whatever goes wrong while the host
@@ -26,7 +27,8 @@ from typing import Any
 from mucode.protocol import SANDBOX_VERDICTS, Status
 from mucode.sandbox import asserts
 from mucode.sandbox.asserts import AssertPlan
-from mucode.sandbox.checkers import check
+from mucode.sandbox.checker_program import judge_with_checker
+from mucode.sandbox.checkers import check, checker_program_of
 from mucode.sandbox.client import Decode, Endpoint, ExecutorError, ExecutorRejected, SlotPool, decode_inline
 from mucode.sandbox.judging import INLINE_BYTES, JudgeFault, JudgePool, cpu_count, json_equal, loads_pairs
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
@@ -294,6 +296,9 @@ class PooledBackend:
         return [], error
 
     async def judge(self, job: CodeJob) -> JobResult:
+        checker = checker_program_of(job)
+        if checker is not None:  # a checker program, in a sandbox run of its own (checker_program.py)
+            return await judge_with_checker(job, checker, build_request(job), self._run, to_outcome)
         start = time.monotonic()
         plan = (
             asserts.prepare(job.tests.assert_code, job.tests.entry_point)

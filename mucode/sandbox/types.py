@@ -6,7 +6,8 @@ lists the statuses a sandbox gives.
 
 A ``CodeJob`` is a program plus its tests; a backend runs it and returns a ``JobResult`` with one
 ``TestOutcome`` per test that ran. Expected outputs stay on this side: the executor only ever sees
-the program and the inputs; outputs are compared here (checkers.py).
+the program and the inputs; outputs are compared here (checkers.py), or by a checker program in a
+separate sandbox run after the program's (checker_program.py).
 """
 
 from __future__ import annotations
@@ -39,12 +40,29 @@ class TestSpec:
 
 
 @dataclass(frozen=True)
+class CheckerProgram:
+    """A special judge run in the sandbox, testlib-style (mucode.sandbox.checker_program): it gets
+    the test's input, the program's output and the expected answer as the files named by its
+    ``argv[1:4]`` and exits 0 (accepted), 1 (wrong answer) or 2 (presentation error, counted wrong);
+    anything else is a failed checker, which scores as a wrong answer."""
+
+    source: str
+    language: str = "python"
+    """A language of the executor's table (``sandbox/languages.py``) that has a checker wrapper."""
+    time_limit_s: float = 10.0
+    """CPU seconds per checked test."""
+    memory_limit_mb: int = 1024
+
+
+@dataclass(frozen=True)
 class CodeJob:
     program: str
     tests: TestSpec
     language: str = "python"
     checker: str = "code_contests"
     """A name in :data:`mucode.sandbox.checkers.CHECKERS` (the one list of checker names)."""
+    checker_program: CheckerProgram | None = None
+    """When set (stdio tests only), this program judges each test's output instead of ``checker``."""
     time_limit_s: float = 5.0
     """Per test, CPU time; the wall-clock limit is 2x + 0.5 s (executor --wall-factor)."""
     memory_limit_mb: int = 512

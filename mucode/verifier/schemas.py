@@ -43,6 +43,20 @@ _ASSERT_ITEM: dict[str, Any] = {
     "response": "```python\ndef inc(x):\n    return x + 1\n```",
     "spec": {"tests": {"format": "assert", "assert_code": "assert inc(1) == 2", "entry_point": "inc"}},
 }
+_CHECKER_ITEM: dict[str, Any] = {
+    "id": "p4-s0",
+    "program": "code",
+    "response": "```python\nn = int(input())\nprint(*range(n, 0, -1))\n```",
+    "spec": {
+        "tests": {"format": "stdio", "inputs": ["3\n"], "outputs": ["1 2 3\n"]},
+        "checker_program": {
+            "language": "python",
+            "source": "import sys\nn = int(open(sys.argv[1]).read())\n"
+            "got = open(sys.argv[2]).read().split()\n"
+            "sys.exit(0 if sorted(got) == [str(i) for i in range(1, n + 1)] else 1)\n",
+        },
+    },
+}
 _MATH_ITEM: dict[str, Any] = {
     "id": "m1-s0",
     "program": "math",
@@ -75,7 +89,10 @@ class VerifyRequest(BaseModel):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [{"items": [_CODE_ITEM, _CALL_ITEM, _ASSERT_ITEM, _MATH_ITEM]}, _SHARED_EXAMPLE]
+            "examples": [
+                {"items": [_CODE_ITEM, _CALL_ITEM, _ASSERT_ITEM, _CHECKER_ITEM, _MATH_ITEM]},
+                _SHARED_EXAMPLE,
+            ]
         }
     )
 
