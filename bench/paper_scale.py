@@ -182,6 +182,7 @@ def run_stage(
     from mucode.data.prompts import render_prompt
     from mucode.protocol import Connection
     from mucode.rollout.factory import make_engine
+    from mucode.rollout.types import SamplingParams
     from mucode.train.distributed import DistInfo
     from mucode.train.loop import stage_prompts
     from mucode.train.optimize import Updater, make_optimizer
@@ -220,9 +221,7 @@ def run_stage(
             self.inner = make_engine(
                 "dummy",
                 tiny,
-                temperature=1.0,
-                max_new_tokens=max_response_tokens,
-                seed=seed,
+                SamplingParams(temperature=1.0, max_new_tokens=max_response_tokens, seed=seed),
                 batch_size=64,
                 mean_response_tokens=mean_response_tokens,
             )

@@ -37,6 +37,7 @@ from mucode.algo import get_objective, loss_denominator
 from mucode.config import load_config
 from mucode.rollout.hf import HFEngine
 from mucode.rollout.logprobs import response_logprobs
+from mucode.rollout.types import SamplingParams
 from mucode.train.aside import held_bytes, step_aside
 from mucode.train.distributed import DistInfo
 from mucode.train.optimize import Updater, make_optimizer
@@ -191,8 +192,7 @@ def run_stage(
     engine = HFEngine(
         model,
         ctx["tokenizer"],
-        max_new_tokens=args.response_tokens,
-        seed=k,
+        SamplingParams(max_new_tokens=args.response_tokens, seed=k),
         batch_size=args.batch,
         stop_token_ids=[vocab - 1],
         autocast_dtype=ctx["precision"].compute,

@@ -188,22 +188,21 @@ class Evaluator:
         self, model: torch.nn.Module, tokenizer: Any, update: int, policy_dir: Path, sampling: Any
     ) -> Any:
         """An ``hf`` engine sampling with a protocol's ``sampling`` (temperature, top_p, max_new_tokens)."""
-        r = self.cfg.rollout
-        settings = dict(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_new_tokens=sampling.max_new_tokens,
-            seed=derive_seed(self.cfg.train.seed, SeedPurpose.EVAL, index=update),
-            batch_size=r.batch_size,
-        )
+        params = sampling.engine_params(derive_seed(self.cfg.train.seed, SeedPurpose.EVAL, index=update))
+        batch_size = self.cfg.rollout.batch_size
         if not self.info.enabled:
             from mucode.rollout.hf import HFEngine  # lazy: torch
 
-            return HFEngine(unwrap(model), tokenizer, **settings)
+            return HFEngine(unwrap(model), tokenizer, params, batch_size=batch_size)
         from mucode.rollout.factory import make_engine  # lazy: torch
 
         return make_engine(
-            "hf", str(policy_dir), dtype=self.cfg.model.dtype, device=str(self.info.device), **settings
+            "hf",
+            str(policy_dir),
+            params,
+            dtype=self.cfg.model.dtype,
+            device=str(self.info.device),
+            batch_size=batch_size,
         )
 
     def _evaluate(

@@ -151,6 +151,7 @@ class StageRollout:
             tokenizer,
         )
         self.engine_factory = engine_factory
+        self.sampling_params = cfg.rollout.sampling_params()  # each stage's engine: this with its own seed
         self.precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         self.shares_weights = engine_shares_weights(cfg, model)
         self.weight_sync = resolve_weight_sync(cfg, model)
@@ -286,20 +287,23 @@ class StageRollout:
 
     def _engine(self, stage: int, policy_path: Path, temperature: float | None = None) -> Any:
         """The stage's engine; ``temperature``: sampling at that temperature instead of rollout.temperature
-        (a sampling controller's per-prompt plan; a factory's engine gets its ``temperature`` attribute set)."""
+        (a sampling controller's per-prompt plan; a factory's engine gets its ``sampling`` replaced)."""
         r, info = self.cfg.rollout, self.info
         seed = derive_seed(r.seed, SeedPurpose.ROLLOUT_ENGINE, stage=stage, rank=info.rank)
         if temperature is not None:  # a distinct stream per planned temperature
             seed += int(round(temperature * 1e6))
+        sampling = self.sampling_params.replace(seed=seed)
+        if temperature is not None:
+            sampling = sampling.replace(temperature=temperature)
         if self.engine_factory is not None:
             engine = self.engine_factory(stage, policy_path, seed)
             if temperature is not None:
-                if not hasattr(engine, "temperature"):
+                if not hasattr(engine, "sampling"):
                     raise ValueError(
                         "the sampling controller sets per-prompt temperatures; this engine has no "
-                        "settable temperature"
+                        "settable sampling (SamplingParams)"
                     )
-                engine.temperature = temperature
+                engine.sampling = engine.sampling.replace(temperature=temperature)
             return engine
         if self.shares_weights:
             from mucode.rollout.hf import HFEngine  # lazy: torch
@@ -307,11 +311,7 @@ class StageRollout:
             return HFEngine(
                 unwrap(self.model),
                 self.tokenizer,
-                temperature=r.temperature if temperature is None else temperature,
-                top_p=r.top_p,
-                top_k=r.top_k,
-                max_new_tokens=r.max_response_tokens,
-                seed=seed,
+                sampling,
                 batch_size=r.batch_size,
                 autocast_dtype=self.precision.compute if self.precision.mixed else None,
             )
@@ -327,11 +327,7 @@ class StageRollout:
         return make_engine(
             r.engine,
             str(policy_path),
-            temperature=r.temperature,
-            top_p=r.top_p,
-            top_k=r.top_k,
-            max_new_tokens=r.max_response_tokens,
-            seed=seed,
+            sampling,
             dtype=self.cfg.model.dtype,
             device=str(info.device),
             batch_size=r.batch_size,
@@ -351,11 +347,9 @@ class StageRollout:
         if self._colocated is None:
             self._colocated = ColocatedVLLM(
                 resolve_model_path(self.cfg.model.path),
-                temperature=r.temperature,
-                top_p=r.top_p,
-                top_k=r.top_k,
-                max_new_tokens=r.max_response_tokens,
-                seed=derive_seed(r.seed, SeedPurpose.COLOCATED_ENGINE, rank=self.info.rank),
+                self.sampling_params.replace(
+                    seed=derive_seed(r.seed, SeedPurpose.COLOCATED_ENGINE, rank=self.info.rank)
+                ),
                 dtype=self.cfg.model.dtype,
                 batch_size=r.batch_size,
                 gpu_memory_utilization=r.gpu_memory_utilization,

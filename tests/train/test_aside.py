@@ -10,6 +10,7 @@ from train_helpers import synthetic_groups
 
 from mucode.config import load_config
 from mucode.rollout.hf import HFEngine
+from mucode.rollout.types import SamplingParams
 from mucode.train.aside import held_bytes, step_aside
 from mucode.train.distributed import DistInfo
 from mucode.train.optimize import Updater, make_optimizer
@@ -70,7 +71,7 @@ def test_engine_sharing_the_weights_runs_while_the_optimizer_state_is_away(small
     parked = step_aside(model, optimizer, params=False)  # the hf engine computes with the parameters
     held = held_bytes(model, optimizer)
     assert held["optimizer"] == 0 and held["grads"] == 0 and held["params"] > 0
-    engine = HFEngine(model, tokenizer, max_new_tokens=4, seed=0)
+    engine = HFEngine(model, tokenizer, SamplingParams(max_new_tokens=4, seed=0))
     groups = list(engine.generate([("p", [1, 2, 3])], samples_per_prompt=2))
     engine.close()
     assert len(groups) == 1 and len(groups[0]) == 2
