@@ -185,7 +185,7 @@ def run_stage(
     from mucode.rollout.types import SamplingParams
     from mucode.train.distributed import DistInfo
     from mucode.train.loop import stage_prompts
-    from mucode.train.optimize import Updater, make_optimizer
+    from mucode.train.optimize import Updater, UpdateSettings, make_optimizer
     from mucode.train.preflight import drop_long_prompts
     from mucode.train.rollout_phase import generate_stage
     from mucode.train.store import StageStore, StageWriter
@@ -291,7 +291,9 @@ def run_stage(
     cfg = load_config("tiny", ["batch.micro_batch_tokens=16384", "train.log_entropy=false"])
     model = stand_in_policy(len(tokenizer))
     optimizer, scheduler = make_optimizer(model, cfg.optim)
-    updater = Updater(model, optimizer, scheduler, cfg, DistInfo(), pad_token_id=tokenizer.pad_token_id or 0)
+    update_settings = UpdateSettings.from_config(cfg)
+    pad = tokenizer.pad_token_id or 0
+    updater = Updater(model, optimizer, scheduler, update_settings, DistInfo(), pad_token_id=pad)
     read_s = update_s = 0.0
     read = 0
     tick = time.perf_counter()

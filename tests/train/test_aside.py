@@ -13,7 +13,7 @@ from mucode.rollout.hf import HFEngine
 from mucode.rollout.types import SamplingParams
 from mucode.train.aside import held_bytes, step_aside
 from mucode.train.distributed import DistInfo
-from mucode.train.optimize import Updater, make_optimizer
+from mucode.train.optimize import Updater, UpdateSettings, make_optimizer
 from mucode.train.policy import load_policy
 
 
@@ -22,7 +22,8 @@ def _trained(policy: Path) -> tuple[torch.nn.Module, torch.optim.Optimizer, Upda
     torch.manual_seed(0)
     model, tokenizer = load_policy(str(policy), dtype="float32", device=torch.device("cpu"))
     optimizer, scheduler = make_optimizer(model, cfg.optim)
-    updater = Updater(model, optimizer, scheduler, cfg, DistInfo(), pad_token_id=tokenizer.pad_token_id)
+    settings = UpdateSettings.from_config(cfg)
+    updater = Updater(model, optimizer, scheduler, settings, DistInfo(), pad_token_id=tokenizer.pad_token_id)
     updater.step(synthetic_groups(vocab=300, n_groups=2))  # AdamW state exists, gradients are held
     return model, optimizer, updater, tokenizer
 
