@@ -182,9 +182,10 @@ def run_stage(
     from mucode.data.prompts import render_prompt
     from mucode.protocol import Connection
     from mucode.rollout.factory import make_engine
+    from mucode.rollout.types import SamplingParams
     from mucode.train.distributed import DistInfo
     from mucode.train.loop import stage_prompts
-    from mucode.train.optimize import Updater, make_optimizer
+    from mucode.train.optimize import Updater, UpdateSettings, make_optimizer
     from mucode.train.preflight import drop_long_prompts
     from mucode.train.rollout_phase import generate_stage
     from mucode.train.store import StageStore, StageWriter
@@ -220,9 +221,7 @@ def run_stage(
             self.inner = make_engine(
                 "dummy",
                 tiny,
-                temperature=1.0,
-                max_new_tokens=max_response_tokens,
-                seed=seed,
+                SamplingParams(temperature=1.0, max_new_tokens=max_response_tokens, seed=seed),
                 batch_size=64,
                 mean_response_tokens=mean_response_tokens,
             )
@@ -292,7 +291,9 @@ def run_stage(
     cfg = load_config("tiny", ["batch.micro_batch_tokens=16384", "train.log_entropy=false"])
     model = stand_in_policy(len(tokenizer))
     optimizer, scheduler = make_optimizer(model, cfg.optim)
-    updater = Updater(model, optimizer, scheduler, cfg, DistInfo(), pad_token_id=tokenizer.pad_token_id or 0)
+    update_settings = UpdateSettings.from_config(cfg)
+    pad = tokenizer.pad_token_id or 0
+    updater = Updater(model, optimizer, scheduler, update_settings, DistInfo(), pad_token_id=pad)
     read_s = update_s = 0.0
     read = 0
     tick = time.perf_counter()

@@ -13,7 +13,7 @@ optimizer updates made on one stage's rollouts: B_train = μ · B_mini prompts a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import (
@@ -35,6 +35,9 @@ from mucode.config_methods import ComposeConfig, ReferenceConfig, SamplingConfig
 from mucode.configs import CONFIG_DIR as PRESETS_DIR
 from mucode.data.schemas import SCHEMAS
 from mucode.protocol import Connection
+
+if TYPE_CHECKING:
+    from mucode.rollout.types import SamplingParams
 
 __all__ = [
     "AlgoConfig",
@@ -144,6 +147,19 @@ class RolloutConfig(_Section):
         from mucode.rollout.factory import ENGINES  # lazy: torch
 
         return ENGINES.validate(name)
+
+    def sampling_params(self) -> SamplingParams:
+        """The engines' :class:`~mucode.rollout.types.SamplingParams` (``max_new_tokens`` is
+        ``max_response_tokens``); a stage or rank changes the seed with ``.replace(seed=...)``."""
+        from mucode.rollout.types import SamplingParams  # lazy: torch
+
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_new_tokens=self.max_response_tokens,
+            seed=self.seed,
+        )
 
 
 class BatchConfig(_Section):

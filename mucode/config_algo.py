@@ -18,7 +18,7 @@ import inspect
 import typing
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import (
     BaseModel,
@@ -38,6 +38,7 @@ from mucode.algo.modes import StdEstimator
 __all__ = [
     "SECTION_CONFIG",
     "AlgoConfig",
+    "ComponentSection",
     "ObjectiveParamError",
     "nest_params",
     "objective_param_keys",
@@ -48,7 +49,101 @@ SECTION_CONFIG = ConfigDict(extra="forbid", validate_assignment=True, use_attrib
 """Every config section: unknown keys are errors, assignments are validated, field docstrings are docs."""
 
 
-class AlgoConfig(BaseModel):
+class ComponentSection(BaseModel):
+    """A section that names a registered component and holds that component's own typed ``params``.
+
+    A subclass declares the naming field (``NAME_FIELD``) and then ``params`` (in that order: ``params`` is
+    typed by the name already validated), and says where its components are registered (:meth:`registry`).
+    The rest is shared: the name is checked against the registry (an unknown one lists the valid names);
+    ``params`` becomes the component's ``params_type``, an unknown key being an error naming the valid ones;
+    a key of the section that is not one of its fields is shorthand for a parameter; ``params`` dumps as
+    plain data.
+    """
+
+    model_config = SECTION_CONFIG
+
+    NAME_FIELD: ClassVar[str]
+    """The field naming the component (``objective``, ``composer``, ``controller``)."""
+    SECTION: ClassVar[str]
+    """The section's key in the config (``algo``, ``compose``, ``sampling``)."""
+    REFUSE_BOTH: ClassVar[bool] = False
+    """Whether a parameter set both as ``KEY`` and as ``params.KEY`` is an error (``algo``: its layers are
+    nested one by one before they merge, so both in one section is one layer's mistake); otherwise the
+    shorthand wins (a later layer's ``compose.KEY`` over an earlier layer's ``compose.params.KEY``)."""
+
+    @classmethod
+    def registry(cls) -> Any:
+        """The :class:`~mucode.registry.Registry` of this section's components."""
+        raise NotImplementedError
+
+    @classmethod
+    def describe(cls, name: str) -> str:
+        """How an error names component ``name``."""
+        return name
+
+    @classmethod
+    def param_error(cls, key: str | None, detail: str) -> ValueError:
+        """The error for parameter ``key`` (None: a check across parameters)."""
+        return ValueError(f"{key}: {detail}" if key else detail)
+
+    @classmethod
+    def other_keys(cls) -> str:
+        """Appended to an unknown parameter's message (the section's own keys, where that helps)."""
+        return ""
+
+    @classmethod
+    def typed_params(cls, name: str, values: Any) -> Any:
+        """The typed params of component ``name`` from a mapping of its parameters (or such params).
+
+        A key the component does not have raises naming the valid ones; values are checked against the
+        params type's annotations and its own range checks."""
+        component = cls.registry().get(name)
+        params_type, names = component.params_type, component.param_names()
+        if isinstance(values, params_type):
+            return values
+        if not isinstance(values, Mapping):
+            where = "params" if cls.SECTION != "algo" else "algo.params"
+            raise ValueError(f"{where} must be a mapping of {name}'s parameters, got {values!r}")
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise cls.param_error(
+                ", ".join(unknown),
+                f"not a parameter of {cls.describe(name)} ({params_type.__name__}); "
+                f"its parameters: {', '.join(names) or '(none)'}{cls.other_keys()}",
+            )
+        try:
+            return TypeAdapter(params_type).validate_python(dict(values))
+        except ValidationError as err:
+            first = err.errors()[0]
+            key = ".".join(str(p) for p in first["loc"]) or None  # None: a check across parameters
+            raise cls.param_error(key, first["msg"].removeprefix("Value error, ")) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return nest_shorthand(data, cls.model_fields, cls.SECTION, refuse_both=cls.REFUSE_BOTH)
+
+    @field_validator("*")
+    @classmethod
+    def _registered(cls, value: Any, info: ValidationInfo) -> Any:
+        return cls.registry().validate(value) if info.field_name == cls.NAME_FIELD else value
+
+    @field_validator("params", mode="plain", check_fields=False)
+    @classmethod
+    def _typed(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.data.get(cls.NAME_FIELD)
+        if name is None:  # the name itself was invalid; that error is reported
+            return value
+        return cls.typed_params(name, value)
+
+    @field_serializer("params", check_fields=False)
+    def _dump_params(self, value: Any, info: FieldSerializationInfo) -> Any:
+        return TypeAdapter(type(value)).dump_python(value, mode="json" if info.mode_is_json() else "python")
+
+
+class AlgoConfig(ComponentSection):
     """The algorithm: which objective, its parameters, and the advantage estimate.
 
     ``params`` is the selected objective's own typed parameters (``objective.params_type`` of
@@ -57,7 +152,9 @@ class AlgoConfig(BaseModel):
     is ``algo.params.veto_scope=suffix``.
     """
 
-    model_config = SECTION_CONFIG
+    NAME_FIELD: ClassVar[str] = "objective"
+    SECTION: ClassVar[str] = "algo"
+    REFUSE_BOTH: ClassVar[bool] = True
 
     objective: str = "mu_grpo"
     """Policy objective, by name in `mucode.algo`'s registry: grpo, mu_grpo, m2po, or a plug-in of the
@@ -73,35 +170,27 @@ class AlgoConfig(BaseModel):
     recompute_behaviour_logprobs: bool = False
     """Recompute behaviour log-probs with the trainer instead of using the engine's stored ones."""
 
-    @model_validator(mode="before")
     @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return nest_params(data) if isinstance(data, dict) else data
-
-    @field_validator("objective")
-    @classmethod
-    def _registered(cls, name: str) -> str:
+    def registry(cls) -> Any:
         from mucode.algo.catalog import OBJECTIVES  # lazy: torch
 
-        return OBJECTIVES.validate(name)
+        return OBJECTIVES
 
-    @field_validator("params", mode="plain")
     @classmethod
-    def _typed(cls, value: Any, info: ValidationInfo) -> Any:
-        name = info.data.get("objective")
-        if name is None:  # the objective itself was invalid; that error is reported
-            return value
-        return objective_params(name, value)
+    def describe(cls, name: str) -> str:
+        return f"algo.objective={name}"
 
-    @field_serializer("params")
-    def _dump_params(self, value: Any, info: FieldSerializationInfo) -> Any:
-        return TypeAdapter(type(value)).dump_python(value, mode="json" if info.mode_is_json() else "python")
+    @classmethod
+    def param_error(cls, key: str | None, detail: str) -> ValueError:
+        return ObjectiveParamError(key, detail)
+
+    @classmethod
+    def other_keys(cls) -> str:
+        return f" (other algo keys: {', '.join(k for k in cls.model_fields if k != 'params')})"
 
     @model_validator(mode="after")
     def _params_match(self) -> AlgoConfig:
-        from mucode.algo.catalog import get_objective  # lazy: torch
-
-        expected = get_objective(self.objective).params_type
+        expected = self.registry().get(self.objective).params_type
         if type(self.params) is not expected:  # e.g. `cfg.algo.objective = ...` assigned alone
             raise ValueError(
                 f"algo.params is a {type(self.params).__name__}, but algo.objective="
@@ -113,29 +202,9 @@ class AlgoConfig(BaseModel):
 def objective_params(name: str, values: Any) -> Any:
     """The typed params of objective ``name`` from a mapping of its parameters (or such params).
 
-    A key the objective does not have raises ValueError naming the valid ones; values are checked
-    against the params type's annotations and its own range checks."""
-    from mucode.algo.catalog import get_objective  # lazy: torch
-
-    objective = get_objective(name)
-    if isinstance(values, objective.params_type):
-        return values
-    if not isinstance(values, Mapping):
-        raise ValueError(f"algo.params must be a mapping of {name}'s parameters, got {values!r}")
-    unknown = sorted(set(values) - set(objective.param_names()))
-    if unknown:
-        own = ", ".join(k for k in AlgoConfig.model_fields if k != "params")
-        raise ObjectiveParamError(
-            ", ".join(unknown),
-            f"not a parameter of algo.objective={name} ({objective.params_type.__name__}); "
-            f"its parameters: {', '.join(objective.param_names())} (other algo keys: {own})",
-        )
-    try:
-        return TypeAdapter(objective.params_type).validate_python(dict(values))
-    except ValidationError as err:
-        first = err.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or None  # None: a check across parameters
-        raise ObjectiveParamError(key, first["msg"].removeprefix("Value error, ")) from None
+    A key the objective does not have raises :class:`ObjectiveParamError` naming the valid ones; values are
+    checked against the params type's annotations and its own range checks."""
+    return AlgoConfig.typed_params(name, values)
 
 
 class ObjectiveParamError(ValueError):
@@ -146,17 +215,24 @@ class ObjectiveParamError(ValueError):
         self.key, self.detail = key, detail
 
 
+def nest_shorthand(
+    data: dict[str, Any], own: Mapping[str, Any], section: str, *, refuse_both: bool
+) -> dict[str, Any]:
+    """``data`` (a section) with each key that is not one of its fields ``own`` moved under ``params``
+    (``refuse_both``: a key also under ``params`` is an error; else the shorthand's value wins)."""
+    short = {k: v for k, v in data.items() if k not in own}
+    params = data.get("params")
+    if not short or not isinstance(params, dict | None):
+        return data
+    both = sorted(set(short) & set(params or {}))
+    if both and refuse_both:
+        raise ValueError(f"{section}.{both[0]} and {section}.params.{both[0]} are both set; keep one")
+    return {**{k: v for k, v in data.items() if k in own}, "params": {**(params or {}), **short}}
+
+
 def nest_params(algo: dict[str, Any]) -> dict[str, Any]:
     """``algo`` with each key that is not an AlgoConfig field moved under ``params`` (the shorthand)."""
-    own = AlgoConfig.model_fields
-    short = {k: v for k, v in algo.items() if k not in own}
-    params = algo.get("params")
-    if not short or not isinstance(params, dict | None):
-        return algo
-    both = sorted(set(short) & set(params or {}))
-    if both:
-        raise ValueError(f"algo.{both[0]} and algo.params.{both[0]} are both set; keep one")
-    return {**{k: v for k, v in algo.items() if k in own}, "params": {**(params or {}), **short}}
+    return nest_shorthand(algo, AlgoConfig.model_fields, "algo", refuse_both=True)
 
 
 def objective_param_keys() -> list[tuple[str, str, Any, Any, str]]:

@@ -37,9 +37,10 @@ from mucode.algo import get_objective, loss_denominator
 from mucode.config import load_config
 from mucode.rollout.hf import HFEngine
 from mucode.rollout.logprobs import response_logprobs
+from mucode.rollout.types import SamplingParams
 from mucode.train.aside import held_bytes, step_aside
 from mucode.train.distributed import DistInfo
-from mucode.train.optimize import Updater, make_optimizer
+from mucode.train.optimize import Updater, UpdateSettings, make_optimizer
 from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
@@ -191,8 +192,7 @@ def run_stage(
     engine = HFEngine(
         model,
         ctx["tokenizer"],
-        max_new_tokens=args.response_tokens,
-        seed=k,
+        SamplingParams(max_new_tokens=args.response_tokens, seed=k),
         batch_size=args.batch,
         stop_token_ids=[vocab - 1],
         autocast_dtype=ctx["precision"].compute,
@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(shape, device)
     optimizer, scheduler = make_optimizer(model, cfg.optim)
     info = DistInfo(device=device)
-    updater = Updater(model, optimizer, scheduler, cfg, info, pad_token_id=shape["vocab_size"] - 2)
+    settings = UpdateSettings.from_config(cfg)
+    updater = Updater(model, optimizer, scheduler, settings, info, pad_token_id=shape["vocab_size"] - 2)
     n_params = sum(p.numel() for p in model.parameters())
     print(
         f"gpu_check: {n_params / 1e6:,.1f} M parameters ({'tiny' if args.tiny else 'Qwen2.5-1.5B'} shape), "

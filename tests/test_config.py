@@ -252,9 +252,11 @@ def test_unknown_names_in_a_yaml_file_are_one_line_listing_the_valid_ones(
 def test_a_plugin_engine_is_selectable_and_built_by_name(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real ``mucode.engines`` entry point (a dist-info on sys.path) is a valid `rollout.engine`."""
     from mucode.rollout.factory import ENGINES, make_engine
+    from mucode.rollout.types import SamplingParams
 
     (tmp_path / "echo_engine.py").write_text(
-        "def build(model_path, **settings):\n    return ('echo-engine', model_path, settings['max_new_tokens'])\n"
+        "def build(model_path, sampling, **settings):\n"
+        "    return ('echo-engine', model_path, sampling.max_new_tokens)\n"
     )
     info = tmp_path / "echo_engine-0.1.dist-info"
     info.mkdir()
@@ -264,7 +266,8 @@ def test_a_plugin_engine_is_selectable_and_built_by_name(tmp_path, monkeypatch: 
     ENGINES.refresh()
     try:
         assert load_config(None, ["rollout.engine=echo"]).rollout.engine == "echo"
-        assert make_engine("echo", "some/model", max_new_tokens=7) == ("echo-engine", "some/model", 7)
+        built = make_engine("echo", "some/model", SamplingParams(max_new_tokens=7))
+        assert built == ("echo-engine", "some/model", 7)
     finally:
         monkeypatch.undo()
         ENGINES.refresh()

@@ -116,16 +116,20 @@ class Common:
         extra: dict[str, Any] = {}
         if self.engine == "vllm" and protocol.context_tokens:
             extra["max_model_len"] = protocol.context_tokens
-        settings = dict(
-            temperature=s.temperature,
-            top_p=s.top_p,
-            max_new_tokens=s.max_new_tokens,
-            seed=self.seed,
-            batch_size=self.batch_size,
-            device=self.device,
-            tensor_parallel_size=self.tensor_parallel_size,
-        )
-        built = make_engine(self.engine, path, **settings, **extra)
+        sampling = s.engine_params(self.seed)
+        engine_settings: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "device": self.device,
+            "tensor_parallel_size": self.tensor_parallel_size,
+        }
+        built = make_engine(self.engine, path, sampling, **engine_settings, **extra)
+        settings = {  # what the run records (and its cache key): as before SamplingParams existed
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_new_tokens": s.max_new_tokens,
+            "seed": self.seed,
+            **engine_settings,
+        }
         tokenizer = getattr(built, "tokenizer", None)
         if tokenizer is None:
             from transformers import AutoTokenizer  # lazy: transformers

@@ -33,6 +33,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mucode.rollout.types import SamplingParams
 
 __all__ = [
     "EVALPLUS_PROTOCOLS",
@@ -56,6 +60,14 @@ class Sampling:
     """Response budget in tokens."""
     stop: tuple[str, ...] = ()
     """Generation ends before the first of these strings (applied to the decoded text)."""
+
+    def engine_params(self, seed: int) -> SamplingParams:
+        """The engines' sampling parameters (the stop strings are not among them: they cut the text)."""
+        from mucode.rollout.types import SamplingParams  # lazy: torch
+
+        return SamplingParams(
+            temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens, seed=seed
+        )
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@ behaviour log-prob of every sampled token.
 
 Public API::
 
-    from mucode.rollout import Sample, RolloutEngine, make_engine, response_logprobs, sequence_logprobs
+    from mucode.rollout import SamplingParams, make_engine
 
-    engine = make_engine("hf", "tiny", temperature=1.0, max_new_tokens=64, seed=0, batch_size=64)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=64, seed=0)
+    engine = make_engine("hf", "tiny", sampling, batch_size=64)
     for group in engine.generate([(prompt_id, prompt_token_ids), ...], samples_per_prompt=8):
         ...                       # a finished group: G Samples of one prompt, sample_index order
     engine.close()                # vllm: the engine process ends and its GPU memory is freed
@@ -15,11 +16,14 @@ response_text, finish_reason)``: ``behaviour_logprobs[t] = log_softmax(logits_t 
 (the stop token is part of the response and has its log-prob); ``finish_reason`` is
 ``"stop"`` or ``"length"``.
 
-``make_engine(name, model_path, *, temperature, top_p, top_k, max_new_tokens, seed, dtype, device,
-batch_size, tensor_parallel_size, data_parallel_size, gpu_memory_utilization, **extra)``:
-``name`` is ``hf`` (transformers, CPU/GPU, this process) or ``vllm`` (GPU, a child process);
-``model_path`` a Hugging Face directory or Hub id, or ``"tiny"`` for the embedded tiny policy.
-``HFEngine(model, tokenizer, ...)`` wraps an already-loaded model without a copy.
+``SamplingParams(temperature, top_p, top_k, max_new_tokens, seed)``: how every engine samples (frozen;
+``.replace(seed=...)`` for a copy; the config builds one with ``cfg.rollout.sampling_params()``).
+``make_engine(name, model_path, sampling, *, dtype, device, batch_size, tensor_parallel_size,
+data_parallel_size, gpu_memory_utilization, **extra)``:
+``name`` is ``hf`` (transformers, CPU/GPU, this process), ``vllm`` (GPU, a child process), ``dummy``
+or a plug-in; ``model_path`` a Hugging Face directory or Hub id, or ``"tiny"`` for the embedded tiny
+policy. ``HFEngine(model, tokenizer, sampling, ...)`` wraps an already-loaded model without a copy.
+The old sampling keywords (``temperature=``, …) are refused with one line naming ``SamplingParams``.
 
 Log-probs for the trainer: ``response_logprobs(model, prompts, responses, temperature)`` returns
 right-padded ``[B, R]`` log-probs (+ mask, optional entropy) with gradient, computed exactly as
@@ -36,7 +40,7 @@ from mucode.rollout.logprobs import (
     token_entropy,
     token_logprobs,
 )
-from mucode.rollout.types import EngineError, FinishReason, RolloutEngine, Sample
+from mucode.rollout.types import EngineError, FinishReason, RolloutEngine, Sample, SamplingParams
 
 __all__ = [
     "ENGINES",
@@ -46,6 +50,7 @@ __all__ = [
     "ResponseLogprobs",
     "RolloutEngine",
     "Sample",
+    "SamplingParams",
     "make_engine",
     "register_engine",
     "response_logprobs",

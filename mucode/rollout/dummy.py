@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from mucode.rollout.types import Sample
+from mucode.rollout.types import Sample, SamplingParams, refuse_keywords
 
 __all__ = ["DummyEngine", "fixed_distribution"]
 
@@ -62,18 +62,17 @@ class DummyEngine:
     def __init__(
         self,
         tokenizer: Any,
+        sampling: SamplingParams | None = None,
         *,
-        temperature: float = 1.0,
-        max_new_tokens: int = 1024,
-        seed: int = 0,
         batch_size: int = 256,
         mean_response_tokens: float = 256.0,
         vocab_size: int | None = None,
-        top_p: float = 1.0,
-        top_k: int = -1,
         decode: bool = True,
+        **old: Any,
     ) -> None:
-        if top_p < 1 or top_k > 0:
+        refuse_keywords("DummyEngine", old)
+        sampling = sampling if sampling is not None else SamplingParams()
+        if sampling.truncated:
             logger.warning(
                 "the dummy engine ignores top_p/top_k: it samples its fixed distribution at the temperature"
             )
@@ -83,17 +82,20 @@ class DummyEngine:
         self.tokenizer = tokenizer
         self.vocab_size = int(vocab_size or len(tokenizer))
         self.eos_token_id = int(eos)
-        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling
+        self.max_new_tokens = sampling.max_new_tokens
         self.batch_size = batch_size
         self.decode = decode
-        self.logp = fixed_distribution(self.vocab_size, self.eos_token_id, mean_response_tokens, temperature)
+        self.logp = fixed_distribution(
+            self.vocab_size, self.eos_token_id, mean_response_tokens, sampling.temperature
+        )
         self._logp32 = self.logp.astype(np.float32)
         self._p_stop = float(math.exp(self.logp[self.eos_token_id]))
         self._others = np.delete(np.arange(self.vocab_size), self.eos_token_id)
         weights = np.exp(np.delete(self.logp, self.eos_token_id))
         self._cdf = np.cumsum(weights / weights.sum())
         self._cdf[-1] = 1.0
-        self._rng = np.random.default_rng(seed)
+        self._rng = np.random.default_rng(sampling.seed)
         self._closed = False
 
     def _sample(self) -> tuple[np.ndarray, bool]:

@@ -1,24 +1,30 @@
 """``make_engine``: build a rollout engine by name from the :data:`ENGINES` registry.
 
 Built-ins: ``hf``, ``vllm``, ``dummy``. A plug-in package adds one under the ``mucode.engines``
-entry-point group, naming a builder ``fn(model_path, **settings) -> RolloutEngine`` (the settings
-are :func:`make_engine`'s keywords; accept ``**options`` for the ones you ignore)::
+entry-point group, naming a builder ``fn(model_path, sampling, **settings) -> RolloutEngine``:
+``sampling`` is a :class:`~mucode.rollout.types.SamplingParams` (temperature, top_p, top_k,
+max_new_tokens, seed), the settings are :func:`make_engine`'s other keywords (accept ``**options`` for
+the ones you ignore)::
 
     [project.entry-points."mucode.engines"]
     my_engine = "my_package.engine:build"
 
-after which ``rollout.engine=my_engine`` selects it (the config validates the name at load time).
+after which ``rollout.engine=my_engine`` selects it (the config validates the name at load time). A
+builder without a ``sampling`` parameter (the old ``fn(model_path, **settings)`` reading
+``settings["temperature"]``) is refused with one line naming the new signature, and so is a caller
+passing ``temperature=`` (or another sampling keyword) to ``make_engine``.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Any, cast
 
 from mucode.assets import resolve_model_path
 from mucode.registry import Registry
-from mucode.rollout.types import RolloutEngine
+from mucode.rollout.types import RolloutEngine, SamplingParams, reject_sampling_keywords
 
 __all__ = ["ENGINES", "ENTRY_POINT_GROUP", "EngineBuilder", "make_engine", "register_engine"]
 
@@ -32,7 +38,7 @@ def _as_builder(loaded: object) -> EngineBuilder:
     """An entry point's object as an engine builder (the callable itself: it is called per engine)."""
     if not callable(loaded):
         raise TypeError(
-            f"expected a builder fn(model_path, **settings) -> RolloutEngine, got {type(loaded).__name__}"
+            f"expected a builder fn(model_path, sampling, **settings) -> RolloutEngine, got {type(loaded).__name__}"
         )
     return cast(EngineBuilder, loaded)
 
@@ -44,7 +50,7 @@ ENGINES: Registry[EngineBuilder] = Registry(
 
 
 def register_engine(name: str) -> Callable[[EngineBuilder], EngineBuilder]:
-    """Register an engine builder ``fn(model_path, **settings) -> RolloutEngine``; duplicates raise."""
+    """Register an engine builder ``fn(model_path, sampling, **settings) -> RolloutEngine``; duplicates raise."""
 
     def decorate(fn: EngineBuilder) -> EngineBuilder:
         return ENGINES.register(name, fn)
@@ -55,6 +61,7 @@ def register_engine(name: str) -> Callable[[EngineBuilder], EngineBuilder]:
 @register_engine("hf")
 def _build_hf(
     model_path: str,
+    sampling: SamplingParams,
     *,
     dtype: str,
     device: str,
@@ -68,11 +75,11 @@ def _build_hf(
     model_path = resolve_model_path(model_path)
     if tensor_parallel_size > 1 or data_parallel_size > 1:
         logger.warning("the hf engine runs on one device; tensor/data parallel sizes are ignored")
-    return HFEngine.from_pretrained(model_path, dtype=dtype, device=device, **options)
+    return HFEngine.from_pretrained(model_path, sampling, dtype=dtype, device=device, **options)
 
 
 @register_engine("vllm")
-def _build_vllm(model_path: str, *, device: str, **options: Any) -> RolloutEngine:
+def _build_vllm(model_path: str, sampling: SamplingParams, *, device: str, **options: Any) -> RolloutEngine:
     from mucode.rollout.vllm import VLLMEngine  # lazy: torch
 
     model_path = resolve_model_path(model_path)
@@ -80,15 +87,14 @@ def _build_vllm(model_path: str, *, device: str, **options: Any) -> RolloutEngin
         logger.warning(
             "the vllm engine chooses its GPUs itself (CUDA_VISIBLE_DEVICES); device=%r ignored", device
         )
-    return VLLMEngine(model_path, **options)
+    return VLLMEngine(model_path, sampling, **options)
 
 
 @register_engine("dummy")
 def _build_dummy(
     model_path: str,
+    sampling: SamplingParams,
     *,
-    top_p: float,
-    top_k: int,
     dtype: str,
     device: str,
     tensor_parallel_size: int,
@@ -102,18 +108,14 @@ def _build_dummy(
     from mucode.rollout.dummy import DummyEngine  # lazy: torch
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model_path))
-    return DummyEngine(tokenizer, top_p=top_p, top_k=top_k, **options)
+    return DummyEngine(tokenizer, sampling, **options)
 
 
 def make_engine(
     name: str,
     model_path: str,
+    sampling: SamplingParams | None = None,
     *,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = -1,
-    max_new_tokens: int = 1024,
-    seed: int = 0,
     dtype: str = "auto",
     device: str = "auto",
     batch_size: int = 64,
@@ -122,21 +124,20 @@ def make_engine(
     gpu_memory_utilization: float = 0.85,
     **extra: Any,
 ) -> RolloutEngine:
-    """Build the rollout engine ``name`` holding the policy saved at ``model_path``.
+    """Build the rollout engine ``name`` holding the policy saved at ``model_path``, sampling with
+    ``sampling`` (None: ``SamplingParams()``).
 
     ``batch_size``: hf -- sequences decoded together; vllm -- prompts per ``LLM.generate`` call
     (groups come back per call, so smaller values overlap verification sooner). ``dtype``:
     auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16. ``extra`` goes to the engine
     (hf: ``stop_token_ids``; vllm: ``max_model_len``, ``enforce_eager``, ``engine_kwargs``).
     """
+    reject_sampling_keywords("make_engine", extra)
     build = ENGINES.get(name)  # UnknownNameError lists the valid names
+    _check_builder(name, build)
     return build(
         model_path,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
+        sampling=sampling if sampling is not None else SamplingParams(),
         dtype=dtype,
         device=device,
         batch_size=batch_size,
@@ -145,3 +146,17 @@ def make_engine(
         gpu_memory_utilization=gpu_memory_utilization,
         **extra,
     )
+
+
+def _check_builder(name: str, build: EngineBuilder) -> None:
+    """A builder written for the old keywords (``fn(model_path, **settings)`` reading ``temperature``, …)
+    must not silently sample with defaults: it is refused with one line naming the new signature."""
+    try:
+        parameters = inspect.signature(build).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to read, let the call decide
+        return
+    if "sampling" not in parameters:
+        raise TypeError(
+            f"rollout engine builder {name!r} takes the old sampling keywords; a builder is now "
+            "fn(model_path, sampling: SamplingParams, **settings) (mucode.rollout.SamplingParams)"
+        )

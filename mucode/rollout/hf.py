@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from mucode.rollout.logprobs import accepts_logits_to_keep, scale_logits, scaled_token_logprobs
-from mucode.rollout.types import FinishReason, Sample
+from mucode.rollout.types import FinishReason, Sample, SamplingParams, refuse_keywords
 
 logger = logging.getLogger(__name__)
 
@@ -80,33 +80,28 @@ class HFEngine:
         self,
         model: Any,
         tokenizer: Any,
+        sampling: SamplingParams | None = None,
         *,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int = -1,
-        max_new_tokens: int = 1024,
-        seed: int = 0,
         batch_size: int = 64,
         stop_token_ids: list[int] | None = None,
         autocast_dtype: torch.dtype | None = None,
+        **old: Any,
     ) -> None:
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if batch_size < 1 or max_new_tokens < 1:
-            raise ValueError("batch_size and max_new_tokens must be >= 1")
-        if top_p < 1.0 or top_k > 0:
+        refuse_keywords("HFEngine", old)
+        sampling = sampling if sampling is not None else SamplingParams()
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if sampling.truncated:
             logger.warning(
                 "top_p=%s top_k=%s: the behaviour log-probs are the full-vocabulary ones at the temperature "
                 "(the trainer's), not those of the truncated sampling distribution",
-                top_p,
-                top_k,
+                sampling.top_p,
+                sampling.top_k,
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling
+        self.batch_size = batch_size
         self.batch_size = batch_size
         self.device = next(model.parameters()).device
         self.stop_token_ids = sorted(
@@ -118,7 +113,7 @@ class HFEngine:
         self.pad_token_id = int(pad if pad is not None else self.stop_token_ids[0])
         self._keeps_last_logits = accepts_logits_to_keep(model)  # prefill: no [B, P, V] logits
         self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(seed)
+        self.generator.manual_seed(sampling.seed)
         self.autocast_dtype = autocast_dtype
 
     def _precision(self) -> contextlib.AbstractContextManager[Any]:
@@ -128,7 +123,13 @@ class HFEngine:
 
     @classmethod
     def from_pretrained(
-        cls, model_path: str, *, dtype: str = "auto", device: str = "auto", **options: Any
+        cls,
+        model_path: str,
+        sampling: SamplingParams | None = None,
+        *,
+        dtype: str = "auto",
+        device: str = "auto",
+        **options: Any,
     ) -> HFEngine:
         """Load a Hugging Face checkpoint directory (or Hub id) into an engine."""
         from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers
@@ -136,7 +137,7 @@ class HFEngine:
         torch_device = resolve_device(device)
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=resolve_dtype(dtype, torch_device))
         tokenizer = AutoTokenizer.from_pretrained(model_path)
-        return cls(model.to(torch_device), tokenizer, **options)  # type: ignore[arg-type]  # transformers types .to badly
+        return cls(model.to(torch_device), tokenizer, sampling, **options)  # type: ignore[arg-type]  # transformers types .to badly
 
     def generate(
         self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
@@ -188,11 +189,11 @@ class HFEngine:
         cache, logits = out.past_key_values, out.logits[:, -1, :]
         next_position = positions[:, -1] + 1
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)
-        lengths = torch.full((batch,), self.max_new_tokens, dtype=torch.long, device=self.device)
+        lengths = torch.full((batch,), self.sampling.max_new_tokens, dtype=torch.long, device=self.device)
         tokens: list[Tensor] = []
         logprobs: list[Tensor] = []
-        for step in range(self.max_new_tokens):
-            scaled = scale_logits(logits, self.temperature)  # shared by the sampler and the log-prob
+        for step in range(self.sampling.max_new_tokens):
+            scaled = scale_logits(logits, self.sampling.temperature)  # shared by the sampler and the log-prob
             token = self._sample(scaled)
             token = torch.where(done, torch.full_like(token, self.pad_token_id), token)
             tokens.append(token)
@@ -200,7 +201,7 @@ class HFEngine:
             stopped = ~done & torch.isin(token, stop)
             lengths = torch.where(stopped, torch.full_like(lengths, step + 1), lengths)
             done |= stopped
-            if bool(done.all()) or step + 1 == self.max_new_tokens:
+            if bool(done.all()) or step + 1 == self.sampling.max_new_tokens:
                 break
             attention = torch.cat(
                 [attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1
@@ -226,9 +227,9 @@ class HFEngine:
 
     def _sample(self, scaled: Tensor) -> Tensor:
         """A token per row from logits already scaled by the temperature (``scale_logits``)."""
-        if self.temperature == 0:
+        if self.sampling.temperature == 0:
             return scaled.argmax(-1)
-        probs = torch.softmax(filter_logits(scaled, self.top_k, self.top_p), dim=-1)
+        probs = torch.softmax(filter_logits(scaled, self.sampling.top_k, self.sampling.top_p), dim=-1)
         return torch.multinomial(probs, 1, generator=self.generator).squeeze(1)
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ Written against vLLM's documented offline API (``LLM``, ``SamplingParams``, ``To
   runs one replica there, without torchrun's variables); ``close()`` ends the children, which frees every byte of GPU
   memory vLLM took (the trainer then has the GPUs to itself). Replicas take prompt chunks from a
   shared queue, so a fast replica takes more.
-- ``SamplingParams(n=G, temperature, top_p, top_k, max_tokens, logprobs=0)`` returns each sampled
+- mucode's ``SamplingParams`` becomes ``vllm.SamplingParams(n=G, temperature, top_p, top_k, max_tokens,
+  logprobs=0)`` (:func:`sampling_kwargs`), which returns each sampled
   token's log-prob. The engine is built with ``logprobs_mode="processed_logprobs"`` so that the
   log-prob is taken *after* temperature scaling (vLLM's default ``raw_logprobs`` ignores the
   temperature). With top-p < 1 or top-k > 0 "processed" also means renormalised over the kept
@@ -31,12 +32,12 @@ import os
 import queue
 import traceback
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.version import Version
 
-from mucode.rollout.types import EngineError, Sample
+from mucode.rollout.types import EngineError, Sample, SamplingParams, reject_sampling_keywords
 from mucode.seeds import SeedPurpose, derive_seed
 
 logger = logging.getLogger(__name__)
@@ -47,11 +48,7 @@ class VLLMSettings:
     """Everything a replica needs to build its ``LLM`` and ``SamplingParams`` (picklable)."""
 
     model_path: str
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    max_new_tokens: int = 1024
-    seed: int = 0
+    sampling: SamplingParams = field(default_factory=SamplingParams)
     dtype: str = "auto"
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.85
@@ -59,15 +56,24 @@ class VLLMSettings:
     enforce_eager: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:  # frozen: normalised once, here
+        object.__setattr__(self, "dtype", _VLLM_DTYPES.get(self.dtype, self.dtype))
+        object.__setattr__(self, "engine_kwargs", dict(self.engine_kwargs or {}))
 
-def sampling_kwargs(settings: VLLMSettings, samples_per_prompt: int) -> dict[str, Any]:
-    """Keyword arguments of ``vllm.SamplingParams`` for one prompt's group."""
+
+_VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+"""mucode's short dtype names as vLLM spells them."""
+
+
+def sampling_kwargs(sampling: SamplingParams, samples_per_prompt: int) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.SamplingParams`` for one prompt's group (``seed`` is not one of them: it
+    seeds the engine, and the colocated engine seeds each request)."""
     return {
         "n": samples_per_prompt,
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
-        "top_k": settings.top_k if settings.top_k > 0 else -1,
-        "max_tokens": settings.max_new_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
+        "max_tokens": sampling.max_new_tokens,
         "logprobs": 0,
     }
 
@@ -78,7 +84,7 @@ def llm_kwargs(settings: VLLMSettings, replica: int) -> dict[str, Any]:
         "model": settings.model_path,
         "tensor_parallel_size": settings.tensor_parallel_size,
         "dtype": settings.dtype,
-        "seed": derive_seed(settings.seed, SeedPurpose.REPLICA, index=replica),
+        "seed": derive_seed(settings.sampling.seed, SeedPurpose.REPLICA, index=replica),
         "gpu_memory_utilization": settings.gpu_memory_utilization,
         "enforce_eager": settings.enforce_eager,
         "logprobs_mode": "processed_logprobs",
@@ -86,6 +92,24 @@ def llm_kwargs(settings: VLLMSettings, replica: int) -> dict[str, Any]:
     if settings.max_model_len is not None:
         kwargs["max_model_len"] = settings.max_model_len
     return {**kwargs, **settings.engine_kwargs}
+
+
+def vllm_settings(
+    where: str, model_path: str, sampling: SamplingParams | None, options: dict[str, Any]
+) -> VLLMSettings:
+    """A vLLM engine's settings from its constructor's arguments (``options``: :class:`VLLMSettings`'s
+    fields; the old sampling keywords are refused in one line). Warns when top-p/top-k truncate: vLLM's
+    processed log-probs are then renormalised over the kept tokens, not the trainer's."""
+    reject_sampling_keywords(where, options)
+    settings = VLLMSettings(model_path, sampling if sampling is not None else SamplingParams(), **options)
+    if settings.sampling.truncated:
+        logger.warning(
+            "top_p=%s top_k=%s: vLLM's log-probs are renormalised over the kept tokens and differ from the "
+            "trainer's full-vocabulary log-probs, so ratios are biased; use top_p=1, top_k=-1 for exact ratios",
+            settings.sampling.top_p,
+            settings.sampling.top_k,
+        )
+    return settings
 
 
 def group_from_output(prompt_id: str, prompt_ids: list[int], output: Any) -> list[Sample]:
@@ -137,7 +161,7 @@ def _build_llm(settings: VLLMSettings, replica: int) -> Any:
 
     kwargs = llm_kwargs(settings, replica)
     if not processed_logprobs_supported(vllm.__version__):
-        if settings.temperature != 1.0 or settings.top_p < 1.0 or settings.top_k > 0:
+        if settings.sampling.temperature != 1.0 or settings.sampling.truncated:
             raise RuntimeError(
                 f"vLLM {vllm.__version__} takes log-probs before temperature and top-p/top-k: upgrade to "
                 "vllm>=0.10.2 or sample at temperature 1 without top_p/top_k"
@@ -162,15 +186,14 @@ _LAUNCHER_ENV = (
 )
 
 
-def _replica_main(replica: int, gpus: list[str], settings: dict[str, Any], tasks: Any, results: Any) -> None:
+def _replica_main(replica: int, gpus: list[str], config: VLLMSettings, tasks: Any, results: Any) -> None:
     """Child process: build one vLLM engine, serve prompt chunks until told to stop."""
     try:
         for name in _LAUNCHER_ENV:
             os.environ.pop(name, None)
         if gpus:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-        config = VLLMSettings(**settings)
-        from vllm import SamplingParams  # lazy: vllm
+        from vllm import SamplingParams as VLLMSamplingParams  # lazy: vllm
         from vllm.inputs import TokensPrompt  # lazy: vllm
 
         llm = _build_llm(config, replica)
@@ -180,7 +203,7 @@ def _replica_main(replica: int, gpus: list[str], settings: dict[str, Any], tasks
             if task is None:
                 break
             items, samples_per_prompt = task
-            params = SamplingParams(**sampling_kwargs(config, samples_per_prompt))
+            params = VLLMSamplingParams(**sampling_kwargs(config.sampling, samples_per_prompt))
             outputs = llm.generate(
                 [TokensPrompt(prompt_token_ids=ids) for _, ids in items], params, use_tqdm=False
             )
@@ -198,51 +221,23 @@ class VLLMEngine:
     def __init__(
         self,
         model_path: str,
+        sampling: SamplingParams | None = None,
         *,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int = -1,
-        max_new_tokens: int = 1024,
-        seed: int = 0,
-        dtype: str = "auto",
         batch_size: int = 256,
-        tensor_parallel_size: int = 1,
         data_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.85,
-        max_model_len: int | None = None,
-        enforce_eager: bool = False,
-        engine_kwargs: dict[str, Any] | None = None,
         start_timeout_s: float = 1800.0,
         devices: list[str] | None = None,
+        **options: Any,
     ) -> None:
+        """``options``: :class:`VLLMSettings`'s fields (``dtype``, ``tensor_parallel_size``,
+        ``gpu_memory_utilization``, ``max_model_len``, ``enforce_eager``, ``engine_kwargs``)."""
+        self.settings = vllm_settings("VLLMEngine", model_path, sampling, options)
         if importlib.util.find_spec("vllm") is None:
             raise ImportError(
                 "the vllm engine needs vLLM on a CUDA machine: `pip install 'mucode[vllm]'` (in an environment "
                 "without verl, whose transformers pin conflicts), or use rollout.engine=hf"
             )
-        if top_p < 1.0 or top_k > 0:
-            logger.warning(
-                "top_p=%s top_k=%s: vLLM's log-probs are renormalised over the kept tokens and differ from the "
-                "trainer's full-vocabulary log-probs, so ratios are biased; use top_p=1, top_k=-1 for exact ratios",
-                top_p,
-                top_k,
-            )
-        if dtype in ("fp32", "bf16", "fp16"):
-            dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[dtype]
-        self.settings = VLLMSettings(
-            model_path=model_path,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            dtype=dtype,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            enforce_eager=enforce_eager,
-            engine_kwargs=dict(engine_kwargs or {}),
-        )
+        tensor_parallel_size = self.settings.tensor_parallel_size
         self.batch_size = batch_size
         gpus = list(devices) if devices is not None else visible_gpus()
         needed = tensor_parallel_size * data_parallel_size
@@ -259,7 +254,7 @@ class VLLMEngine:
             slice_ = gpus[replica * tensor_parallel_size : (replica + 1) * tensor_parallel_size]
             process = context.Process(
                 target=_replica_main,
-                args=(replica, slice_, asdict(self.settings), self._tasks, self._results),
+                args=(replica, slice_, self.settings, self._tasks, self._results),
                 name=f"mucode-vllm-{replica}",
             )
             process.start()

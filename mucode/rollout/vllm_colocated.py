@@ -33,13 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from mucode.rollout.types import Sample
+from mucode.rollout.types import Sample, SamplingParams
 from mucode.rollout.vllm import (
     VLLMSettings,
     group_from_output,
     llm_kwargs,
     processed_logprobs_supported,
     sampling_kwargs,
+    vllm_settings,
 )
 from mucode.seeds import SeedPurpose, derive_seed
 
@@ -99,18 +100,14 @@ class ColocatedVLLM:
     def __init__(
         self,
         model_path: str,
+        sampling: SamplingParams | None = None,
         *,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int = -1,
-        max_new_tokens: int = 1024,
-        seed: int = 0,
-        dtype: str = "auto",
         batch_size: int = 256,
-        gpu_memory_utilization: float = 0.85,
-        max_model_len: int | None = None,
-        engine_kwargs: dict[str, Any] | None = None,
+        **options: Any,
     ) -> None:
+        """``options``: :class:`~mucode.rollout.vllm.VLLMSettings`'s fields (``dtype``,
+        ``gpu_memory_utilization``, ``max_model_len``, ``engine_kwargs``; one GPU per rank)."""
+        self.settings = vllm_settings("ColocatedVLLM", model_path, sampling, options)
         if importlib.util.find_spec("vllm") is None:
             raise ImportError(
                 "train.weight_sync=memory with rollout.engine=vllm needs vLLM: "
@@ -122,18 +119,6 @@ class ColocatedVLLM:
             raise RuntimeError(
                 f"vLLM {vllm.__version__} takes log-probs before temperature; install vllm>=0.10.2"
             )
-        self.settings = VLLMSettings(
-            model_path=model_path,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            dtype=dtype,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            engine_kwargs=dict(engine_kwargs or {}),
-        )
         self.batch_size = batch_size
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core stays in this process
         for name, value in _SINGLE_PROCESS_ENV.items():  # external_launcher reads torchrun's variables
@@ -144,7 +129,7 @@ class ColocatedVLLM:
         finally:
             _restore_rngs(rngs)
         self.asleep = False
-        self.stage_seed = seed
+        self.stage_seed = self.settings.sampling.seed
 
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         """Wake the weights, load ``(hf_name, tensor)`` pairs in place, wake the KV cache."""
@@ -160,7 +145,7 @@ class ColocatedVLLM:
     def generate(
         self, prompts: list[tuple[str, list[int]]], samples_per_prompt: int
     ) -> Iterator[list[Sample]]:
-        from vllm import SamplingParams  # lazy: vllm
+        from vllm import SamplingParams as VLLMSamplingParams  # lazy: vllm
         from vllm.inputs import TokensPrompt  # lazy: vllm
 
         if self.asleep:
@@ -168,8 +153,8 @@ class ColocatedVLLM:
         for start in range(0, len(prompts), self.batch_size):
             chunk = prompts[start : start + self.batch_size]
             params = [
-                SamplingParams(
-                    **sampling_kwargs(self.settings, samples_per_prompt),
+                VLLMSamplingParams(
+                    **sampling_kwargs(self.settings.sampling, samples_per_prompt),
                     seed=derive_seed(self.stage_seed, SeedPurpose.REQUEST, index=_index(pid, start + i)),
                 )
                 for i, (pid, _) in enumerate(chunk)

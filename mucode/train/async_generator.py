@@ -112,11 +112,7 @@ def build_engine(cfg: MucodeConfig, policy_path: str, seed: int) -> RolloutEngin
     return make_engine(
         r.engine,
         policy_path,
-        temperature=r.temperature,
-        top_p=r.top_p,
-        top_k=r.top_k,
-        max_new_tokens=r.max_response_tokens,
-        seed=seed,
+        r.sampling_params().replace(seed=seed),
         dtype=cfg.model.dtype,
         device=cfg.train.device,
         batch_size=r.batch_size,

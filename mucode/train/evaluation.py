@@ -32,19 +32,30 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from mucode.config import MucodeConfig
+from mucode.config import EvalConfig, MucodeConfig
 from mucode.eval import evaluate_benchmarks, metrics_from_report
 from mucode.eval.benchmarks import protocols_for
 from mucode.eval.judge import VerifierOptions
+from mucode.protocol import Connection
 from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.distributed import DistInfo, barrier, full_state_dict, unwrap
 
-__all__ = ["Evaluator", "eval_options", "eval_plan", "eval_sampling", "prune_policies", "score"]
+__all__ = [
+    "EvalSettings",
+    "Evaluator",
+    "eval_options",
+    "eval_plan",
+    "eval_sampling",
+    "prune_policies",
+    "score",
+]
 
 
 def eval_options(cfg: MucodeConfig) -> dict[str, Any]:
@@ -69,10 +80,11 @@ def eval_plan(cfg: MucodeConfig) -> list[tuple[Any, Any, list[str]]]:
     """``(benchmark kind, protocol, names)`` per kind of ``eval.benchmarks``; raises ValueError for an
     unknown benchmark or a protocol not stated for the run's context."""
 
-    options = eval_options(cfg)
-    return protocols_for(
-        cfg.eval.benchmarks, options["protocol"], options["context_tokens"], **options["sampling"]
-    )
+    return _plan(cfg.eval.benchmarks, eval_options(cfg))
+
+
+def _plan(benchmarks: list[str], options: Mapping[str, Any]) -> list[tuple[Any, Any, list[str]]]:
+    return protocols_for(benchmarks, options["protocol"], options["context_tokens"], **options["sampling"])
 
 
 def eval_sampling(cfg: MucodeConfig) -> tuple[float, float, int, str | None]:
@@ -124,23 +136,64 @@ def prune_policies(
     return deleted
 
 
+@dataclass(frozen=True)
+class EvalSettings:
+    """What evaluation during training reads of the config (built once by :meth:`from_config`)."""
+
+    eval: EvalConfig
+    """The benchmarks, their protocol and sample counts, the selection metric."""
+    options: Mapping[str, Any]
+    """:func:`eval_options`: how each kind's protocol is resolved at the run's context."""
+    connection: Connection
+    """The verifier's connection settings (``verifier.connection()``)."""
+    every: int
+    """``train.eval_every`` (0: only after the last update)."""
+    seed: int
+    """``train.seed``: each evaluation's engine seed derives from it."""
+    keep_policies: int | None
+    """``train.keep_policies``."""
+    updates_per_stage: int
+    """``batch.updates_per_stage`` (which exported policy is the next stage's β)."""
+    master_dtype: str
+    """``model.master_dtype``."""
+    dtype: str
+    """``model.dtype``: the exported policy's and the engine's."""
+    batch_size: int
+    """``rollout.batch_size``: sequences the engine decodes together."""
+
+    @classmethod
+    def from_config(cls, cfg: MucodeConfig) -> EvalSettings:
+        return cls(
+            eval=cfg.eval,
+            options=eval_options(cfg),
+            connection=cfg.verifier.connection(),
+            every=cfg.train.eval_every or 0,
+            seed=cfg.train.seed,
+            keep_policies=cfg.train.keep_policies,
+            updates_per_stage=cfg.batch.updates_per_stage,
+            master_dtype=cfg.model.master_dtype,
+            dtype=cfg.model.dtype,
+            batch_size=cfg.rollout.batch_size,
+        )
+
+
 class Evaluator:
     """Runs the evaluations of one training invocation and keeps their bookkeeping."""
 
-    def __init__(self, cfg: MucodeConfig, run_dir: Path, info: DistInfo) -> None:
-        self.cfg = cfg
+    def __init__(self, settings: EvalSettings, run_dir: Path, info: DistInfo) -> None:
+        self.settings = settings
         self.run_dir = run_dir
         self.info = info
         self.seconds = 0.0
         """Time spent evaluating in this invocation."""
-        self.plan = eval_plan(cfg)
+        self.plan = _plan(settings.eval.benchmarks, settings.options)
         """(kind, protocol, names) per benchmark kind: each samples with its own protocol."""
         best = run_dir / "best.json"
         self.best: dict[str, Any] | None = json.loads(best.read_text()) if best.exists() else None
 
     def due(self, update: int) -> bool:
-        every = self.cfg.train.eval_every or 0
-        return bool(self.cfg.eval.benchmarks) and every != 0 and update % every == 0
+        every = self.settings.every
+        return bool(self.settings.eval.benchmarks) and every != 0 and update % every == 0
 
     def done(self, update: int) -> bool:
         return (self.run_dir / "eval" / f"update-{update:07d}" / "report.json").exists()
@@ -164,7 +217,7 @@ class Evaluator:
             from mucode.train.policy import save_policy  # lazy: torch
             from mucode.train.precision import Precision  # lazy: torch
 
-            precision = Precision.from_names(self.cfg.model.master_dtype, self.cfg.model.dtype)
+            precision = Precision.from_names(self.settings.master_dtype, self.settings.dtype)
             if not (policy_dir / "config.json").exists():  # in the engine's dtype, as the hand-over exports
                 save_policy(
                     unwrap(model),
@@ -188,28 +241,27 @@ class Evaluator:
         self, model: torch.nn.Module, tokenizer: Any, update: int, policy_dir: Path, sampling: Any
     ) -> Any:
         """An ``hf`` engine sampling with a protocol's ``sampling`` (temperature, top_p, max_new_tokens)."""
-        r = self.cfg.rollout
-        settings = dict(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_new_tokens=sampling.max_new_tokens,
-            seed=derive_seed(self.cfg.train.seed, SeedPurpose.EVAL, index=update),
-            batch_size=r.batch_size,
-        )
+        params = sampling.engine_params(derive_seed(self.settings.seed, SeedPurpose.EVAL, index=update))
+        batch_size = self.settings.batch_size
         if not self.info.enabled:
             from mucode.rollout.hf import HFEngine  # lazy: torch
 
-            return HFEngine(unwrap(model), tokenizer, **settings)
+            return HFEngine(unwrap(model), tokenizer, params, batch_size=batch_size)
         from mucode.rollout.factory import make_engine  # lazy: torch
 
         return make_engine(
-            "hf", str(policy_dir), dtype=self.cfg.model.dtype, device=str(self.info.device), **settings
+            "hf",
+            str(policy_dir),
+            params,
+            dtype=self.settings.dtype,
+            device=str(self.info.device),
+            batch_size=batch_size,
         )
 
     def _evaluate(
         self, model: torch.nn.Module, tokenizer: Any, urls: list[str], update: int, policy_dir: Path
     ) -> dict[str, float]:
-        e, v = self.cfg.eval, self.cfg.verifier
+        e = self.settings.eval
         out_dir = self.run_dir / "eval" / f"update-{update:07d}"
         model.eval()
         try:
@@ -219,14 +271,14 @@ class Evaluator:
                 tokenizer,
                 data_dir=e.data_dir,
                 samples_per_problem=e.samples_per_problem,
-                verifier=VerifierOptions(urls=list(urls), connection=v.connection()),
+                verifier=VerifierOptions(urls=list(urls), connection=self.settings.connection),
                 run_dir=out_dir,
                 limit=e.limit,
                 fingerprint={"run": str(self.run_dir), "update": update},
                 engine_for=lambda protocol: self._engine(
                     model, tokenizer, update, policy_dir, protocol.sampling
                 ),
-                **eval_options(self.cfg),
+                **self.settings.options,
             )
         finally:
             model.train()
@@ -237,7 +289,7 @@ class Evaluator:
     def _record(
         self, metrics: dict[str, float], update: int, logger: Any, since_start: float, eval_so_far: float
     ) -> None:
-        e = self.cfg.eval
+        e = self.settings.eval
         value = score(metrics, e.benchmarks, e.select_metric)
         times = {
             "time/since_start": since_start,
@@ -267,7 +319,7 @@ class Evaluator:
             )
         protect = {f"update-{self.best['update']:07d}"} if self.best else set()
         prune_policies(
-            self.run_dir / "policy", self.cfg.train.keep_policies, self.cfg.batch.updates_per_stage, protect
+            self.run_dir / "policy", self.settings.keep_policies, self.settings.updates_per_stage, protect
         )
         shown = ", ".join(
             f"{k.removeprefix('eval/')}={v:.3f}" for k, v in metrics.items() if k.endswith(e.select_metric)

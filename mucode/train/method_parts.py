@@ -13,7 +13,8 @@ from torch import nn
 
 from mucode.algo import get_objective
 from mucode.components import COMPOSERS
-from mucode.config import MucodeConfig
+from mucode.config import AlgoConfig
+from mucode.config_methods import ComposeConfig, ReferenceConfig
 from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.compose import BatchComposer, FreshComposer
 from mucode.train.distributed import DistInfo
@@ -24,21 +25,29 @@ __all__ = ["build_method_parts"]
 
 
 def build_method_parts(
-    cfg: MucodeConfig, model: nn.Module, info: DistInfo, precision: Precision, pad_token_id: int
+    algo: AlgoConfig,
+    compose: ComposeConfig,
+    reference_cfg: ReferenceConfig,
+    *,
+    seed: int,
+    model: nn.Module,
+    info: DistInfo,
+    precision: Precision,
+    pad_token_id: int,
 ) -> tuple[BatchComposer, ReferencePolicy | None, dict[str, float]]:
-    """(composer, reference policy or None, the objective's initial state)."""
-    objective = get_objective(cfg.algo.objective)
-    composer: Any = COMPOSERS.get(cfg.compose.composer).build(
-        cfg.compose.params, derive_seed(cfg.train.seed, SeedPurpose.REPLAY)
+    """(composer, reference policy or None, the objective's initial state); ``seed``: ``train.seed``."""
+    objective = get_objective(algo.objective)
+    composer: Any = COMPOSERS.get(compose.composer).build(
+        compose.params, derive_seed(seed, SeedPurpose.REPLAY)
     )
     if not isinstance(composer, FreshComposer) and objective.uses_groups:
         raise ValueError(
-            f"compose.composer={cfg.compose.composer} trains on single replayed rollouts, but "
-            f"algo.objective={cfg.algo.objective} reads whole groups; use compose.composer=fresh"
+            f"compose.composer={compose.composer} trains on single replayed rollouts, but "
+            f"algo.objective={algo.objective} reads whole groups; use compose.composer=fresh"
         )
     reference = None
-    if cfg.algo.params.kl_coef > 0:
+    if algo.params.kl_coef > 0:
         reference = ReferencePolicy(
-            model, info, precision, reset_every=cfg.reference.reset_every_stages, pad_token_id=pad_token_id
+            model, info, precision, reset_every=reference_cfg.reset_every_stages, pad_token_id=pad_token_id
         )
     return composer, reference, {}

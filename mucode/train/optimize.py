@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -37,7 +38,8 @@ from torch import nn
 
 from mucode.algo import get_objective
 from mucode.algo.metrics import reduce_metrics
-from mucode.config import MucodeConfig, OptimConfig
+from mucode.config import AlgoConfig, MucodeConfig, OptimConfig
+from mucode.config_methods import ComposeConfig, ReferenceConfig
 from mucode.rollout.logprobs import response_logprobs
 from mucode.train.batch_inputs import pack_group_micro_batches, row_inputs, temperatures
 from mucode.train.distributed import DistInfo, is_fsdp, unwrap
@@ -45,7 +47,7 @@ from mucode.train.method_parts import build_method_parts
 from mucode.train.precision import Precision
 from mucode.train.store import StoredGroup, StoredSample
 
-__all__ = ["Updater", "make_optimizer", "pack_micro_batches"]
+__all__ = ["UpdateSettings", "Updater", "make_optimizer", "pack_micro_batches"]
 
 
 def make_optimizer(
@@ -107,6 +109,45 @@ def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
     return out
 
 
+@dataclass(frozen=True)
+class UpdateSettings:
+    """What an optimizer update reads of the config: the objective's and composer's sections, and a few
+    numbers of others (built once by :meth:`from_config`)."""
+
+    algo: AlgoConfig
+    """The objective by name and its typed params (``kl_coef`` > 0 builds the reference policy)."""
+    compose: ComposeConfig
+    """The batch composer."""
+    reference: ReferenceConfig
+    """When π_ref is reset."""
+    precision: Precision
+    """``model.master_dtype`` / ``model.dtype``."""
+    temperature: float
+    """``rollout.temperature``: the log-prob temperature of responses that stored none of their own."""
+    micro_batch_tokens: int
+    """``batch.micro_batch_tokens``."""
+    grad_clip: float | None
+    """``optim.grad_clip``."""
+    log_entropy: bool
+    """``train.log_entropy``."""
+    seed: int
+    """``train.seed``: the composer's random stream derives from it."""
+
+    @classmethod
+    def from_config(cls, cfg: MucodeConfig) -> UpdateSettings:
+        return cls(
+            algo=cfg.algo,
+            compose=cfg.compose,
+            reference=cfg.reference,
+            precision=Precision.from_names(cfg.model.master_dtype, cfg.model.dtype),
+            temperature=cfg.rollout.temperature,
+            micro_batch_tokens=cfg.batch.micro_batch_tokens,
+            grad_clip=cfg.optim.grad_clip,
+            log_entropy=cfg.train.log_entropy,
+            seed=cfg.train.seed,
+        )
+
+
 class Updater:
     """Makes one optimizer update from one minibatch of stored groups."""
 
@@ -115,7 +156,7 @@ class Updater:
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
         scheduler: Any,
-        cfg: MucodeConfig,
+        settings: UpdateSettings,
         info: DistInfo,
         *,
         pad_token_id: int,
@@ -124,19 +165,25 @@ class Updater:
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.info = info
-        self.objective = get_objective(cfg.algo.objective)
-        self.params = cfg.algo.params  # typed by the config: the objective's own params_type
-        self.temperature = cfg.rollout.temperature
-        self.budget = cfg.batch.micro_batch_tokens
-        self.grad_clip = cfg.optim.grad_clip
-        self.log_entropy = cfg.train.log_entropy
+        self.objective = get_objective(settings.algo.objective)
+        self.params = settings.algo.params  # typed by the config: the objective's own params_type
+        self.temperature = settings.temperature
+        self.budget = settings.micro_batch_tokens
+        self.grad_clip = settings.grad_clip
+        self.log_entropy = settings.log_entropy
         self.pad_token_id = pad_token_id
         self.fsdp = is_fsdp(model)
-        precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
         # FSDP's MixedPrecision casts the parameters itself; elsewhere autocast gives the same split
-        self.precision = Precision() if self.fsdp else precision
+        self.precision = Precision() if self.fsdp else settings.precision
         self.composer, self.reference, self.state = build_method_parts(
-            cfg, model, info, self.precision, pad_token_id
+            settings.algo,
+            settings.compose,
+            settings.reference,
+            seed=settings.seed,
+            model=model,
+            info=info,
+            precision=self.precision,
+            pad_token_id=pad_token_id,
         )
 
     def _forward(

@@ -34,14 +34,14 @@ from mucode.train.distributed import (
     optimizer_state,
     wrap_model,
 )
-from mucode.train.evaluation import Evaluator
-from mucode.train.optimize import Updater, make_optimizer
+from mucode.train.evaluation import EvalSettings, Evaluator
+from mucode.train.optimize import Updater, UpdateSettings, make_optimizer
 from mucode.train.output import RunOutput, run_output
 from mucode.train.plan import batch_plan, run_path
 from mucode.train.policy import load_policy
 from mucode.train.precision import Precision
 from mucode.train.preflight import ResumeError, check_run, check_verifiers, drop_long_prompts
-from mucode.train.rollout_runner import EngineFactory, StageRollout
+from mucode.train.rollout_runner import EngineFactory, RolloutSections, StageRollout
 from mucode.train.store import StageStore
 from mucode.train.verify import VerifyPipeline, verifier_urls
 
@@ -186,10 +186,19 @@ def prepare_run(
         tokenizer=tokenizer,
         optimizer=optimizer,
         state=state,
-        updater=Updater(model, optimizer, scheduler, cfg, info, pad_token_id=_pad_id(tokenizer)),
-        rollout=StageRollout(cfg, info, model, optimizer, tokenizer, engine_factory=engine_factory),
+        updater=Updater(
+            model,
+            optimizer,
+            scheduler,
+            UpdateSettings.from_config(cfg),
+            info,
+            pad_token_id=_pad_id(tokenizer),
+        ),
+        rollout=StageRollout(
+            RolloutSections.from_config(cfg), info, model, optimizer, tokenizer, engine_factory=engine_factory
+        ),
         evaluator=Evaluator(
-            cfg, run_dir, info
+            EvalSettings.from_config(cfg), run_dir, info
         ),  # every train.eval_every updates; keeps policies, marks the best
     )
     output.open_metrics(

@@ -23,6 +23,7 @@ while it runs, which prompts this rank generates, and the stage store across ran
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,7 +32,8 @@ from torch import nn
 
 from mucode.assets import resolve_model_path
 from mucode.components import SAMPLERS
-from mucode.config import MucodeConfig
+from mucode.config import AlgoConfig, BatchConfig, ModelConfig, MucodeConfig, RolloutConfig, TrainConfig
+from mucode.config_methods import SamplingConfig
 from mucode.data.types import TaskRecord
 from mucode.rollout.types import RolloutEngine
 from mucode.seeds import SeedPurpose, derive_seed
@@ -43,6 +45,7 @@ from mucode.train.store import StageStore, StageWriter, StoreError, StoreManifes
 
 __all__ = [
     "EngineFactory",
+    "RolloutSections",
     "StageRollout",
     "engine_shares_weights",
     "merge_rank_stores",
@@ -56,31 +59,53 @@ EngineFactory = Callable[[int, Path, int], RolloutEngine]
 replaces the engine ``rollout.engine`` names (the loop's caller chooses the engine; tests pass real ones)."""
 
 
-def engine_shares_weights(cfg: MucodeConfig, model: nn.Module) -> bool:
+@dataclass(frozen=True)
+class RolloutSections:
+    """The config sections a stage's rollout reads (built once by :meth:`from_config`)."""
+
+    rollout: RolloutConfig
+    """The engine and how it samples."""
+    sampling: SamplingConfig
+    """The sampling controller (per-prompt temperatures, probes)."""
+    batch: BatchConfig
+    """G, μ and the number of stages."""
+    algo: AlgoConfig
+    """The advantage estimate (``adv_std``, ``adv_eps``) and ``recompute_behaviour_logprobs``."""
+    train: TrainConfig
+    """``weight_sync``, ``checkpoint_every``, ``groups_per_shard``."""
+    model: ModelConfig
+    """The base model's path (the colocated engine starts from it) and the dtypes."""
+
+    @classmethod
+    def from_config(cls, cfg: MucodeConfig) -> RolloutSections:
+        return cls(cfg.rollout, cfg.sampling, cfg.batch, cfg.algo, cfg.train, cfg.model)
+
+
+def engine_shares_weights(sections: RolloutSections, model: nn.Module) -> bool:
     """True when the stage's engine computes with the trainer's own parameters (``hf``, unsharded)."""
-    return cfg.rollout.engine == "hf" and not is_wrapped(model)
+    return sections.rollout.engine == "hf" and not is_wrapped(model)
 
 
-def resolve_weight_sync(cfg: MucodeConfig, model: nn.Module) -> Literal["disk", "memory"]:
+def resolve_weight_sync(sections: RolloutSections, model: nn.Module) -> Literal["disk", "memory"]:
     """``train.weight_sync`` made concrete for this run (see its docstring)."""
-    in_memory = engine_shares_weights(cfg, model) or (
-        cfg.rollout.engine == "vllm" and not _is_sharded_tp(cfg)
+    in_memory = engine_shares_weights(sections, model) or (
+        sections.rollout.engine == "vllm" and not _is_sharded_tp(sections)
     )
-    requested = cfg.train.weight_sync
+    requested = sections.train.weight_sync
     if requested == "memory" and not in_memory:
         raise ValueError(
             f"train.weight_sync=memory needs an engine that takes weights in memory (hf without FSDP, or vllm "
-            f"with tensor_parallel_size=1); this run has rollout.engine={cfg.rollout.engine} on a sharded model. "
+            f"with tensor_parallel_size=1); this run has rollout.engine={sections.rollout.engine} on a sharded model. "
             f"Use train.weight_sync=disk"
         )
     if requested == "auto":
-        short = cfg.batch.updates_per_stage < cfg.train.checkpoint_every
+        short = sections.batch.updates_per_stage < sections.train.checkpoint_every
         return "memory" if in_memory and short else "disk"
     return requested
 
 
-def _is_sharded_tp(cfg: MucodeConfig) -> bool:
-    return cfg.rollout.tensor_parallel_size > 1 or cfg.rollout.data_parallel_size > 1
+def _is_sharded_tp(sections: RolloutSections) -> bool:
+    return sections.rollout.tensor_parallel_size > 1 or sections.rollout.data_parallel_size > 1
 
 
 def rank_store(store_dir: Path, rank: int) -> Path:
@@ -135,7 +160,7 @@ class StageRollout:
 
     def __init__(
         self,
-        cfg: MucodeConfig,
+        sections: RolloutSections,
         info: DistInfo,
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
@@ -143,34 +168,37 @@ class StageRollout:
         *,
         engine_factory: EngineFactory | None = None,
     ) -> None:
-        self.cfg, self.info, self.model, self.optimizer, self.tokenizer = (
-            cfg,
+        self.sections, self.info, self.model, self.optimizer, self.tokenizer = (
+            sections,
             info,
             model,
             optimizer,
             tokenizer,
         )
         self.engine_factory = engine_factory
-        self.precision = Precision.from_names(cfg.model.master_dtype, cfg.model.dtype)
-        self.shares_weights = engine_shares_weights(cfg, model)
-        self.weight_sync = resolve_weight_sync(cfg, model)
-        if cfg.algo.recompute_behaviour_logprobs and is_wrapped(model):
+        self.sampling_params = (
+            sections.rollout.sampling_params()
+        )  # each stage's engine: this with its own seed
+        self.precision = Precision.from_names(sections.model.master_dtype, sections.model.dtype)
+        self.shares_weights = engine_shares_weights(sections, model)
+        self.weight_sync = resolve_weight_sync(sections, model)
+        if sections.algo.recompute_behaviour_logprobs and is_wrapped(model):
             raise ValueError(
                 "algo.recompute_behaviour_logprobs needs the full model on every rank; under FSDP the "
                 "ranks generate independently. Set algo.recompute_behaviour_logprobs=false"
             )
-        if info.enabled and cfg.rollout.engine == "vllm" and _is_sharded_tp(cfg):
+        if info.enabled and sections.rollout.engine == "vllm" and _is_sharded_tp(sections):
             raise ValueError(
                 "under torchrun each rank runs one vLLM engine on its own GPU: set "
                 "rollout.tensor_parallel_size=1 and rollout.data_parallel_size=1"
             )
         self._colocated: Any = None
-        self.controller = SAMPLERS.get(cfg.sampling.controller).build(
-            cfg.sampling.params, derive_seed(cfg.rollout.seed, SeedPurpose.SAMPLING)
+        self.controller = SAMPLERS.get(sections.sampling.controller).build(
+            sections.sampling.params, derive_seed(sections.rollout.seed, SeedPurpose.SAMPLING)
         )
-        if cfg.sampling.controller != "fixed" and not self.shares_weights and engine_factory is None:
+        if sections.sampling.controller != "fixed" and not self.shares_weights and engine_factory is None:
             raise ValueError(
-                f"sampling.controller={cfg.sampling.controller} sets a temperature per prompt, which "
+                f"sampling.controller={sections.sampling.controller} sets a temperature per prompt, which "
                 "needs the hf engine sharing the trainer's weights (rollout.engine=hf, no FSDP)"
             )
 
@@ -208,7 +236,7 @@ class StageRollout:
         return dict(StoreManifest.read(store_dir).meta.get("rollout", {}))
 
     def _writer(self, path: Path, stage: int, expected: int, policy_path: Path) -> StageWriter:
-        groups_per_shard = self.cfg.train.groups_per_shard
+        groups_per_shard = self.sections.train.groups_per_shard
         if (path / "manifest.json").exists():
             writer = StageWriter.resume(path, groups_per_shard=groups_per_shard)
             writer.update_meta({"engine_starts": int(writer.meta.get("engine_starts", 0)) + 1})
@@ -245,10 +273,10 @@ class StageRollout:
         policy_path: Path,
         show_progress: bool,
     ) -> RolloutStats:
-        cfg, model = self.cfg, self.model
-        rescore = self._rescorer() if cfg.algo.recompute_behaviour_logprobs else None
+        sections, model = self.sections, self.model
+        rescore = self._rescorer() if sections.algo.recompute_behaviour_logprobs else None
         keep_params = self.shares_weights or rescore is not None
-        if self.weight_sync == "memory" and cfg.rollout.engine == "vllm":
+        if self.weight_sync == "memory" and sections.rollout.engine == "vllm":
             parked = step_aside(model, self.optimizer, params=False)  # room for the engine's weights
             self._push_weights()
             parked.extend(step_aside(model, self.optimizer, params=not keep_params))
@@ -260,17 +288,17 @@ class StageRollout:
                 stage=stage,
                 engine_factory=lambda: self._engine(stage, policy_path),
                 prompts=prompts,
-                samples_per_prompt=cfg.batch.samples_per_prompt,
+                samples_per_prompt=sections.batch.samples_per_prompt,
                 writer=writer,
                 pipeline=pipeline,
-                adv_std=cfg.algo.adv_std,
-                adv_eps=cfg.algo.adv_eps,
+                adv_std=sections.algo.adv_std,
+                adv_eps=sections.algo.adv_eps,
                 rescore=rescore,
                 show_progress=show_progress,
                 controller=self.controller,
                 engine_at=lambda t: self._engine(stage, policy_path, t),
-                base_temperature=cfg.rollout.temperature,
-                policy_version=stage * cfg.batch.updates_per_stage,
+                base_temperature=sections.rollout.temperature,
+                policy_version=stage * sections.batch.updates_per_stage,
             )
         finally:
             parked.restore()
@@ -286,20 +314,23 @@ class StageRollout:
 
     def _engine(self, stage: int, policy_path: Path, temperature: float | None = None) -> Any:
         """The stage's engine; ``temperature``: sampling at that temperature instead of rollout.temperature
-        (a sampling controller's per-prompt plan; a factory's engine gets its ``temperature`` attribute set)."""
-        r, info = self.cfg.rollout, self.info
+        (a sampling controller's per-prompt plan; a factory's engine gets its ``sampling`` replaced)."""
+        r, info = self.sections.rollout, self.info
         seed = derive_seed(r.seed, SeedPurpose.ROLLOUT_ENGINE, stage=stage, rank=info.rank)
         if temperature is not None:  # a distinct stream per planned temperature
             seed += int(round(temperature * 1e6))
+        sampling = self.sampling_params.replace(seed=seed)
+        if temperature is not None:
+            sampling = sampling.replace(temperature=temperature)
         if self.engine_factory is not None:
             engine = self.engine_factory(stage, policy_path, seed)
             if temperature is not None:
-                if not hasattr(engine, "temperature"):
+                if not hasattr(engine, "sampling"):
                     raise ValueError(
                         "the sampling controller sets per-prompt temperatures; this engine has no "
-                        "settable temperature"
+                        "settable sampling (SamplingParams)"
                     )
-                engine.temperature = temperature
+                engine.sampling = engine.sampling.replace(temperature=temperature)
             return engine
         if self.shares_weights:
             from mucode.rollout.hf import HFEngine  # lazy: torch
@@ -307,11 +338,7 @@ class StageRollout:
             return HFEngine(
                 unwrap(self.model),
                 self.tokenizer,
-                temperature=r.temperature if temperature is None else temperature,
-                top_p=r.top_p,
-                top_k=r.top_k,
-                max_new_tokens=r.max_response_tokens,
-                seed=seed,
+                sampling,
                 batch_size=r.batch_size,
                 autocast_dtype=self.precision.compute if self.precision.mixed else None,
             )
@@ -327,12 +354,8 @@ class StageRollout:
         return make_engine(
             r.engine,
             str(policy_path),
-            temperature=r.temperature,
-            top_p=r.top_p,
-            top_k=r.top_k,
-            max_new_tokens=r.max_response_tokens,
-            seed=seed,
-            dtype=self.cfg.model.dtype,
+            sampling,
+            dtype=self.sections.model.dtype,
             device=str(info.device),
             batch_size=r.batch_size,
             tensor_parallel_size=r.tensor_parallel_size,
@@ -347,16 +370,14 @@ class StageRollout:
         from mucode.rollout.vllm_colocated import ColocatedVLLM  # lazy: torch
         from mucode.train.distributed import iter_full_tensors  # lazy: torch
 
-        r = self.cfg.rollout
+        r = self.sections.rollout
         if self._colocated is None:
             self._colocated = ColocatedVLLM(
-                resolve_model_path(self.cfg.model.path),
-                temperature=r.temperature,
-                top_p=r.top_p,
-                top_k=r.top_k,
-                max_new_tokens=r.max_response_tokens,
-                seed=derive_seed(r.seed, SeedPurpose.COLOCATED_ENGINE, rank=self.info.rank),
-                dtype=self.cfg.model.dtype,
+                resolve_model_path(self.sections.model.path),
+                self.sampling_params.replace(
+                    seed=derive_seed(r.seed, SeedPurpose.COLOCATED_ENGINE, rank=self.info.rank)
+                ),
+                dtype=self.sections.model.dtype,
                 batch_size=r.batch_size,
                 gpu_memory_utilization=r.gpu_memory_utilization,
             )
@@ -369,7 +390,7 @@ class StageRollout:
             self.model,
             self.precision,
             self.info.device,
-            self.cfg.rollout.temperature,
+            self.sections.rollout.temperature,
         )
 
         @torch.no_grad()
@@ -400,7 +421,7 @@ class StageRollout:
         from mucode.train.distributed import full_state_dict  # lazy: torch
         from mucode.train.policy import save_policy  # lazy: torch
 
-        last = stage == self.cfg.batch.num_stages - 1
+        last = stage == self.sections.batch.num_stages - 1
         if self.weight_sync == "disk" or last:
             weights = full_state_dict(self.model)
             if self.info.is_main:
@@ -411,4 +432,4 @@ class StageRollout:
                     policy_dir,
                     dtype=self.precision.compute if self.precision.mixed else None,
                 )
-        return self.weight_sync == "disk" or last or global_update % self.cfg.train.checkpoint_every == 0
+        return self.weight_sync == "disk" or last or global_update % self.sections.train.checkpoint_every == 0

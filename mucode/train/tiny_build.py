@@ -217,11 +217,10 @@ def quick_reward(problem: ToyProblem, response: str) -> float:
 
 def quick_eval(out: Path, samples: int, split: str) -> dict[str, float]:
     """Mean :func:`quick_reward` per task of the policy in ``out``, sampled at temperature 1."""
-    from mucode.rollout import make_engine  # lazy: torch
+    from mucode.rollout import SamplingParams, make_engine  # lazy: torch
 
-    engine = make_engine(
-        "hf", str(out), temperature=1.0, max_new_tokens=64, seed=1, batch_size=256, device="cpu"
-    )
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=64, seed=1)
+    engine = make_engine("hf", str(out), sampling, batch_size=256, device="cpu")
     tokenizer = AutoTokenizer.from_pretrained(out)
     figures = {}
     for task in ("math", "code"):

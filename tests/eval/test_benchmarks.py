@@ -75,7 +75,7 @@ PROTOCOLS = (Protocol("plain", "wordcount", "a test plug-in", Sampling(0.5, 0.9,
 def evaluate_names(names, source, data_dir, protocol, n, **kw):
     engine = source.engine
     return {name: {"pass@1": 1.0, "n_problems": 1, "samples_per_problem": n or protocol.samples_for(name),
-                   "temperature": engine.temperature, "stop": list(source.stop)} for name in names}
+                   "temperature": engine.sampling.temperature, "stop": list(source.stop)} for name in names}
 
 
 def options():
@@ -147,7 +147,7 @@ def test_a_plugin_benchmark_is_evaluated_by_name_with_its_own_protocol(
         built: list[Any] = []
 
         def engine_for(protocol: Any) -> Any:
-            built.append(SimpleNamespace(temperature=protocol.sampling.temperature, closed=False))
+            built.append(SimpleNamespace(sampling=protocol.sampling.engine_params(seed=0), closed=False))
             built[-1].close = lambda: setattr(built[-1], "closed", True)
             return built[-1]
 

@@ -42,10 +42,14 @@ class CountingEngine:
 @pytest.fixture(scope="module")
 def tiny() -> Iterator[tuple[Any, Any]]:
     from mucode.assets import tiny_policy_path
-    from mucode.rollout import make_engine
+    from mucode.rollout import SamplingParams, make_engine
 
     engine = make_engine(
-        "hf", str(tiny_policy_path()), temperature=1.0, max_new_tokens=24, seed=0, batch_size=16, device="cpu"
+        "hf",
+        str(tiny_policy_path()),
+        SamplingParams(temperature=1.0, max_new_tokens=24, seed=0),
+        batch_size=16,
+        device="cpu",
     )
     yield engine, engine.tokenizer
     engine.close()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from mucode.rollout import HFEngine, make_engine, response_logprobs, sequence_logprobs
+from mucode.rollout import HFEngine, SamplingParams, make_engine, response_logprobs, sequence_logprobs
 from mucode.rollout.hf import filter_logits
 
 
@@ -18,7 +18,9 @@ def test_behaviour_logprobs_equal_recomputed_logprobs(
     tiny: tuple[Any, Any], toy_prompts: list, temperature: float
 ) -> None:
     model, tokenizer = tiny
-    engine = HFEngine(model, tokenizer, temperature=temperature, max_new_tokens=24, seed=3, batch_size=4)
+    engine = HFEngine(
+        model, tokenizer, SamplingParams(temperature=temperature, max_new_tokens=24, seed=3), batch_size=4
+    )
     samples = [s for group in engine.generate(toy_prompts, 3) for s in group]
     assert len(samples) == 18
     # recompute in one batch with a different padding layout than any generation batch
@@ -49,7 +51,7 @@ def test_behaviour_logprobs_equal_recomputed_logprobs(
 def test_groups_are_complete_and_finish_reasons_are_right(tiny: tuple[Any, Any], toy_prompts: list) -> None:
     model, tokenizer = tiny
     max_new = 12
-    engine = HFEngine(model, tokenizer, max_new_tokens=max_new, seed=0, batch_size=5)
+    engine = HFEngine(model, tokenizer, SamplingParams(max_new_tokens=max_new, seed=0), batch_size=5)
     groups = list(engine.generate(toy_prompts, 4))
     assert sorted(g[0].prompt_id for g in groups) == sorted(pid for pid, _ in toy_prompts)
     stop_ids = set(engine.stop_token_ids)
@@ -77,7 +79,7 @@ def test_groups_stream_out_before_the_rest_is_generated(tiny: tuple[Any, Any], t
         with_kwargs=True,
     )
     try:
-        engine = HFEngine(model, tokenizer, max_new_tokens=8, seed=0, batch_size=2)
+        engine = HFEngine(model, tokenizer, SamplingParams(max_new_tokens=8, seed=0), batch_size=2)
         stream = engine.generate(toy_prompts, 2)
         first = next(stream)
         assert len(first) == 2 and sum(prefills) == 1  # one batch decoded so far
@@ -91,7 +93,7 @@ def test_sampling_is_seeded_and_leaves_the_global_rng_alone(tiny: tuple[Any, Any
     model, tokenizer = tiny
 
     def tokens(seed: int) -> list[list[int]]:
-        engine = HFEngine(model, tokenizer, max_new_tokens=10, seed=seed, batch_size=6)
+        engine = HFEngine(model, tokenizer, SamplingParams(max_new_tokens=10, seed=seed), batch_size=6)
         return [s.response_token_ids for g in engine.generate(toy_prompts, 2) for s in g]
 
     state = torch.get_rng_state()
@@ -102,7 +104,7 @@ def test_sampling_is_seeded_and_leaves_the_global_rng_alone(tiny: tuple[Any, Any
 
 def test_greedy_follows_the_argmax(tiny: tuple[Any, Any], toy_prompts: list) -> None:
     model, tokenizer = tiny
-    engine = HFEngine(model, tokenizer, temperature=0.0, max_new_tokens=6, batch_size=6)
+    engine = HFEngine(model, tokenizer, SamplingParams(temperature=0.0, max_new_tokens=6), batch_size=6)
     for (_, prompt), group in zip(toy_prompts, engine.generate(toy_prompts, 1), strict=True):
         ids = list(prompt)
         for token in group[0].response_token_ids:
@@ -152,7 +154,9 @@ def test_make_engine_by_name(caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(ValueError, match=r"unknown rollout engine 'sglang'; valid names: dummy, hf, vllm"):
         make_engine("sglang", "tiny")
     with caplog.at_level(logging.WARNING):
-        engine = make_engine("hf", "tiny", device="cpu", max_new_tokens=4, tensor_parallel_size=2, top_p=0.9)
+        engine = make_engine(
+            "hf", "tiny", SamplingParams(max_new_tokens=4, top_p=0.9), device="cpu", tensor_parallel_size=2
+        )
     assert "ignored" in caplog.text and "top_p=0.9" in caplog.text
     (group,) = list(engine.generate([("p", [1, 2, 3])], 2))
     assert len(group) == 2 and all(1 <= len(s.response_token_ids) <= 4 for s in group)
@@ -162,7 +166,9 @@ def test_make_engine_by_name(caplog: pytest.LogCaptureFixture) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_hf_engine_on_gpu_matches_recomputed_logprobs(toy_prompts: list, dtype: str) -> None:
-    engine = make_engine("hf", "tiny", device="cuda", dtype=dtype, max_new_tokens=24, seed=0, batch_size=8)
+    engine = make_engine(
+        "hf", "tiny", SamplingParams(max_new_tokens=24, seed=0), device="cuda", dtype=dtype, batch_size=8
+    )
     assert isinstance(engine, HFEngine)
     samples = [s for g in engine.generate(toy_prompts, 4) for s in g]
     with torch.no_grad():

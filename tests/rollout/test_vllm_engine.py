@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mucode.assets import tiny_policy_path
-from mucode.rollout import make_engine, response_logprobs
+from mucode.rollout import SamplingParams, make_engine, response_logprobs
 from mucode.rollout.vllm import VLLMSettings, group_from_output, llm_kwargs, sampling_kwargs
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -21,13 +21,11 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 def test_requests_ask_for_the_sampled_tokens_logprob_after_temperature() -> None:
     settings = VLLMSettings(
         model_path="m",
-        temperature=0.6,
-        max_new_tokens=99,
-        seed=5,
+        sampling=SamplingParams(temperature=0.6, max_new_tokens=99, seed=5),
         tensor_parallel_size=2,
         engine_kwargs={"max_num_seqs": 512},
     )
-    assert sampling_kwargs(settings, 8) == {
+    assert sampling_kwargs(settings.sampling, 8) == {
         "n": 8,
         "temperature": 0.6,
         "top_p": 1.0,
@@ -38,6 +36,23 @@ def test_requests_ask_for_the_sampled_tokens_logprob_after_temperature() -> None
     kwargs = llm_kwargs(settings, replica=1)
     assert kwargs["logprobs_mode"] == "processed_logprobs"
     assert (kwargs["seed"], kwargs["tensor_parallel_size"], kwargs["max_num_seqs"]) == (6, 2, 512)
+
+
+def test_every_sampling_field_reaches_vllm_s_sampling_params() -> None:
+    """The translation to ``vllm.SamplingParams``: each field under vLLM's name, top-k off as -1 (vLLM's
+    "off"; mucode also takes 0 for off), the seed to the engine (``vllm.LLM(seed=...)``), not the request."""
+    sampling = SamplingParams(temperature=0.3, top_p=0.85, top_k=40, max_new_tokens=17, seed=11)
+    assert sampling_kwargs(sampling, 3) == {
+        "n": 3,
+        "temperature": 0.3,
+        "top_p": 0.85,
+        "top_k": 40,
+        "max_tokens": 17,
+        "logprobs": 0,
+    }
+    assert sampling_kwargs(sampling.replace(top_k=0), 1)["top_k"] == -1
+    assert llm_kwargs(VLLMSettings(model_path="m", sampling=sampling), replica=0)["seed"] == 11
+    assert VLLMSettings(model_path="m", dtype="bf16").dtype == "bfloat16"  # vLLM's spelling
 
 
 def _logprob(value: float) -> SimpleNamespace:
@@ -103,8 +118,7 @@ def test_vllm_logprobs_match_the_trainer_and_close_frees_the_gpu(caplog: pytest.
     engine = make_engine(
         "vllm",
         "tiny",
-        temperature=0.8,
-        max_new_tokens=32,
+        SamplingParams(temperature=0.8, max_new_tokens=32),
         dtype="float32",
         batch_size=3,
         gpu_memory_utilization=0.3,
@@ -132,7 +146,9 @@ def test_vllm_logprobs_match_the_trainer_and_close_frees_the_gpu(caplog: pytest.
         behaviour = torch.tensor(sample.behaviour_logprobs)
         torch.testing.assert_close(out.logprobs[row, : len(behaviour)].detach(), behaviour, atol=2e-3, rtol=0)
     with caplog.at_level(logging.WARNING):
-        make_engine("vllm", "tiny", top_p=0.9, max_new_tokens=4, gpu_memory_utilization=0.3).close()
+        make_engine(
+            "vllm", "tiny", SamplingParams(top_p=0.9, max_new_tokens=4), gpu_memory_utilization=0.3
+        ).close()
     assert "top_p=0.9" in caplog.text
 
 
@@ -140,7 +156,10 @@ def test_colocated_engine_is_built_for_torchrun_with_sleep_mode() -> None:
     from mucode.rollout.vllm_colocated import colocated_llm_kwargs
 
     settings = VLLMSettings(
-        model_path="m", temperature=0.7, seed=3, tensor_parallel_size=4, gpu_memory_utilization=0.9
+        model_path="m",
+        sampling=SamplingParams(temperature=0.7, seed=3),
+        tensor_parallel_size=4,
+        gpu_memory_utilization=0.9,
     )
     kwargs = colocated_llm_kwargs(settings, rank=2)
     assert kwargs["distributed_executor_backend"] == "external_launcher"
@@ -157,7 +176,7 @@ def test_a_killed_vllm_replica_is_an_engine_error() -> None:
     engine = make_engine(
         "vllm",
         "tiny",
-        max_new_tokens=8,
+        SamplingParams(max_new_tokens=8),
         dtype="float32",
         gpu_memory_utilization=0.3,
         enforce_eager=True,
@@ -182,9 +201,7 @@ def test_colocated_engine_takes_new_weights_in_memory() -> None:
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     engine = ColocatedVLLM(
         str(path),
-        temperature=1.0,
-        max_new_tokens=16,
-        seed=0,
+        SamplingParams(temperature=1.0, max_new_tokens=16, seed=0),
         dtype="float32",
         gpu_memory_utilization=0.3,
         engine_kwargs={"enforce_eager": True},

@@ -9,7 +9,7 @@ import torch
 
 from mucode.config import load_config
 from mucode.train.distributed import full_state_dict, init_distributed, wrap_model
-from mucode.train.optimize import Updater, make_optimizer
+from mucode.train.optimize import Updater, UpdateSettings, make_optimizer
 from mucode.train.policy import load_policy
 from mucode.train.store import StoredGroup
 
@@ -22,7 +22,8 @@ def main() -> None:
     model, tokenizer = load_policy(str(policy), dtype="float32", device=info.device)
     model = wrap_model(model, info)
     optimizer, scheduler = make_optimizer(model, cfg.optim)
-    updater = Updater(model, optimizer, scheduler, cfg, info, pad_token_id=tokenizer.pad_token_id)
+    settings = UpdateSettings.from_config(cfg)
+    updater = Updater(model, optimizer, scheduler, settings, info, pad_token_id=tokenizer.pad_token_id)
     groups: list[StoredGroup] = torch.load(groups_file, weights_only=False)
     metrics = updater.step(groups)
     weights = full_state_dict(model)

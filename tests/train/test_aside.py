@@ -10,9 +10,10 @@ from train_helpers import synthetic_groups
 
 from mucode.config import load_config
 from mucode.rollout.hf import HFEngine
+from mucode.rollout.types import SamplingParams
 from mucode.train.aside import held_bytes, step_aside
 from mucode.train.distributed import DistInfo
-from mucode.train.optimize import Updater, make_optimizer
+from mucode.train.optimize import Updater, UpdateSettings, make_optimizer
 from mucode.train.policy import load_policy
 
 
@@ -21,7 +22,8 @@ def _trained(policy: Path) -> tuple[torch.nn.Module, torch.optim.Optimizer, Upda
     torch.manual_seed(0)
     model, tokenizer = load_policy(str(policy), dtype="float32", device=torch.device("cpu"))
     optimizer, scheduler = make_optimizer(model, cfg.optim)
-    updater = Updater(model, optimizer, scheduler, cfg, DistInfo(), pad_token_id=tokenizer.pad_token_id)
+    settings = UpdateSettings.from_config(cfg)
+    updater = Updater(model, optimizer, scheduler, settings, DistInfo(), pad_token_id=tokenizer.pad_token_id)
     updater.step(synthetic_groups(vocab=300, n_groups=2))  # AdamW state exists, gradients are held
     return model, optimizer, updater, tokenizer
 
@@ -70,7 +72,7 @@ def test_engine_sharing_the_weights_runs_while_the_optimizer_state_is_away(small
     parked = step_aside(model, optimizer, params=False)  # the hf engine computes with the parameters
     held = held_bytes(model, optimizer)
     assert held["optimizer"] == 0 and held["grads"] == 0 and held["params"] > 0
-    engine = HFEngine(model, tokenizer, max_new_tokens=4, seed=0)
+    engine = HFEngine(model, tokenizer, SamplingParams(max_new_tokens=4, seed=0))
     groups = list(engine.generate([("p", [1, 2, 3])], samples_per_prompt=2))
     engine.close()
     assert len(groups) == 1 and len(groups[0]) == 2

@@ -252,8 +252,8 @@ class _Dying:
 
 def build(cfg, policy_path, seed):
     r = cfg.rollout
-    engine = make_engine("hf", policy_path, temperature=r.temperature, max_new_tokens=r.max_response_tokens,
-                         seed=seed, batch_size=r.batch_size, device="cpu")
+    engine = make_engine("hf", policy_path, r.sampling_params().replace(seed=seed), batch_size=r.batch_size,
+                         device="cpu")
     if policy_path.endswith("v-00000002"):  # the policy of stage 1
         return _Dying(engine, Path(os.environ["MUCODE_TEST_MARKER"]))
     return engine

@@ -12,7 +12,7 @@ import torch
 from mucode.data import load_tasks
 from mucode.data.prompts import render_prompt
 from mucode.rollout.hf import HFEngine
-from mucode.rollout.types import EngineError, Sample
+from mucode.rollout.types import EngineError, Sample, SamplingParams
 from mucode.train.policy import load_policy
 from mucode.train.rollout_phase import generate_stage
 from mucode.train.store import StageStore, StageWriter
@@ -44,7 +44,7 @@ def _run(policy: Path, store_dir: Path, engines: list, tmp_path: Path) -> tuple[
     asked: list[int] = []
 
     def factory() -> object:
-        engine = HFEngine(model, tokenizer, max_new_tokens=6, seed=len(asked), batch_size=2)
+        engine = HFEngine(model, tokenizer, SamplingParams(max_new_tokens=6, seed=len(asked)), batch_size=2)
         asked.append(len(asked))
         return engines.pop(0)(engine) if engines else engine
 

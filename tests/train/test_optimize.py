@@ -11,7 +11,7 @@ from train_helpers import synthetic_groups as _groups
 
 from mucode.config import load_config
 from mucode.train.distributed import DistInfo
-from mucode.train.optimize import Updater, make_optimizer, pack_micro_batches
+from mucode.train.optimize import Updater, UpdateSettings, make_optimizer, pack_micro_batches
 from mucode.train.policy import load_policy
 from mucode.train.store import StoredGroup
 
@@ -21,7 +21,8 @@ def _update(policy: Path, overrides: list[str], groups: list[StoredGroup]) -> tu
     torch.manual_seed(0)
     model, tokenizer = load_policy(str(policy), dtype="float32", device=torch.device("cpu"))
     optimizer, scheduler = make_optimizer(model, cfg.optim)
-    updater = Updater(model, optimizer, scheduler, cfg, DistInfo(), pad_token_id=tokenizer.pad_token_id)
+    settings = UpdateSettings.from_config(cfg)
+    updater = Updater(model, optimizer, scheduler, settings, DistInfo(), pad_token_id=tokenizer.pad_token_id)
     metrics = updater.step(copy.deepcopy(groups))
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, metrics
 

@@ -17,6 +17,7 @@ from mucode.assets import resolve_model_path
 from mucode.config import load_config
 from mucode.rollout.dummy import DummyEngine, fixed_distribution
 from mucode.rollout.factory import make_engine
+from mucode.rollout.types import SamplingParams
 from mucode.train.loop import run_training
 from mucode.train.store import StageStore
 
@@ -46,7 +47,11 @@ def test_dummy_engine_reports_the_exact_log_prob_of_every_token_and_samples_its_
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("tiny"))
     engine = make_engine(
-        "dummy", "tiny", temperature=0.8, max_new_tokens=40, seed=1, batch_size=16, mean_response_tokens=12
+        "dummy",
+        "tiny",
+        SamplingParams(temperature=0.8, max_new_tokens=40, seed=1),
+        batch_size=16,
+        mean_response_tokens=12,
     )
     assert isinstance(engine, DummyEngine)
     logp = fixed_distribution(len(tokenizer), tokenizer.eos_token_id, 12, 0.8)

@@ -12,6 +12,7 @@ from transformers import AutoTokenizer
 
 from mucode.config import load_config
 from mucode.rollout.dummy import DummyEngine, fixed_distribution
+from mucode.rollout.types import SamplingParams
 from mucode.seeds import SeedPurpose, derive_seed
 from mucode.train.checkpoint import Checkpoint, TrainerState
 from mucode.train.loop import run_training
@@ -32,7 +33,7 @@ def test_run_training_uses_the_engine_and_the_verifier_it_is_given(
 
     def short(stage: int, policy_path: Path, seed: int) -> DummyEngine:
         calls.append((stage, policy_path, seed))  # responses of at most 2 tokens, drawn from ``logp``
-        return DummyEngine(tokenizer, max_new_tokens=2, seed=seed, mean_response_tokens=1.5)
+        return DummyEngine(tokenizer, SamplingParams(max_new_tokens=2, seed=seed), mean_response_tokens=1.5)
 
     with open_verifier(cfg) as verifier:
         result = run_training(cfg, verifier=verifier, engine_factory=short)

@@ -11,7 +11,7 @@ from train_helpers import synthetic_groups
 
 from mucode.config import load_config
 from mucode.train.distributed import DistInfo
-from mucode.train.optimize import Updater, make_optimizer
+from mucode.train.optimize import Updater, UpdateSettings, make_optimizer
 from mucode.train.policy import load_policy
 from mucode.train.precision import Precision
 
@@ -33,7 +33,8 @@ def _changed_fraction(policy: Path, master: str, compute: str, updates: int = 8)
     model, tokenizer = load_policy(str(policy), dtype=master, device=torch.device("cpu"))
     start = {k: v.detach().clone() for k, v in model.named_parameters()}
     optimizer, scheduler = make_optimizer(model, cfg.optim)
-    updater = Updater(model, optimizer, scheduler, cfg, DistInfo(), pad_token_id=tokenizer.pad_token_id)
+    settings = UpdateSettings.from_config(cfg)
+    updater = Updater(model, optimizer, scheduler, settings, DistInfo(), pad_token_id=tokenizer.pad_token_id)
     groups = synthetic_groups(vocab=300, n_groups=4)
     metrics = {}
     for i in range(updates):
