@@ -1,12 +1,12 @@
 """The ``code`` reward program: 1.0 iff the extracted program passes every test in the sandbox.
 
 spec: ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "time_limit_s"?,
-"memory_limit_mb"?, "extract"?: "last_fence"|"none"|"evalplus", "language"?}``. Extra fields pass
-through untouched. The job runs with ``stop_on_first_failure`` (a binary reward needs no more), so
-``details.tests`` lists the tests run up to the first failure. A sandbox infrastructure failure comes
-back as ``sandbox_error`` (re-sent by the client, charged as a failure when it persists); what goes
-wrong while judging what the program produced is that program's verdict, never an infrastructure
-status (``mucode.sandbox.pooled``).
+"memory_limit_mb"?, "extract"?: "last_fence"|"none"|"evalplus", "language"?: "python"|"cpp"|"java"}``
+(C++ and Java: stdio tests only). Extra fields pass through untouched. The job runs with
+``stop_on_first_failure`` (a binary reward needs no more), so ``details.tests`` lists the tests run
+up to the first failure. A sandbox infrastructure failure comes back as ``sandbox_error`` (re-sent
+by the client, charged as a failure when it persists); what goes wrong while judging what the
+program produced is that program's verdict, never an infrastructure status (``mucode.sandbox.pooled``).
 """
 
 from __future__ import annotations
@@ -87,7 +87,19 @@ class CodeSpec(BaseModel):
     time_limit_s: float = Field(default=5.0, gt=0, le=MAX_TIME_LIMIT_S, description="Per test.")
     memory_limit_mb: int = Field(default=512, ge=16, le=MAX_MEMORY_LIMIT_MB)
     extract: str = Field(default="last_fence", description="A name in mucode.rewards.extract.EXTRACTORS.")
-    language: Literal["python"] = "python"
+    language: Literal["python", "cpp", "java"] = Field(
+        default="python",
+        description="The program's language: cpp (g++ -std=gnu++17 -O2) and java (javac, then java) "
+        "compile once per job and take stdio tests only.",
+    )
+
+    @model_validator(mode="after")
+    def _stdio_only_when_compiled(self) -> CodeSpec:
+        if self.language != "python" and self.tests.format != "stdio":
+            raise ValueError(
+                f"language {self.language!r} takes stdio tests only (format {self.tests.format!r} is Python's)"
+            )
+        return self
 
     @field_validator("checker")
     @classmethod
