@@ -21,12 +21,12 @@ stacks, malloc arenas), so RLIMIT_AS at the memory limit stops it at start-up. A
 (2,048 MB), with the reservations made small (serial GC, one malloc arena, a 64 MiB code cache and
 class space). Measured with JDK 17 and these flags: the address space at start is ``-Xmx`` + about
 400 MB + 9 x ``-Xss`` (the JVM's own Java threads take that stack too), 1,226 MB at 256 MB and
-``-Xss64m``, so the slack leaves room for about 12 more threads of 64 MB. Its ``OutOfMemoryError``
+``-Xss64m``, so the slack leaves room for about 16 more threads of 64 MB. Its ``OutOfMemoryError``
 (``oom_text`` on stderr with a non-zero exit; C++: ``std::bad_alloc``) is ``memory_limit``. JVM
-threads count against the slot's RLIMIT_NPROC like processes (14 at start; ``--nproc`` is 64). Java's class is the source's
-public top-level class if it has one, else the class declaring the first ``main``, else ``Main``
-(``java_names``). Flags follow Codeforces: ``-DONLINE_JUDGE`` for C++ and Java, Java's ``-Xss64m``
-(every Java thread reserves that much address space).
+threads count against the slot's RLIMIT_NPROC like processes (14 at start; ``--nproc`` is 64).
+Java's class is the source's public top-level class if it has one, else the class declaring the
+first ``main``, else ``Main`` (``java_names``). Flags follow Codeforces: ``-DONLINE_JUDGE`` for
+C++ and Java, Java's ``-Xss64m`` (every Java thread reserves that much address space).
 
 Standard library only (runs inside the sandbox image).
 """
