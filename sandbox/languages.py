@@ -156,6 +156,7 @@ LANGUAGES: dict[str, Language] = {
                 "-encoding",
                 "UTF-8",
                 "-nowarn",
+                "-proc:none",  # no annotation processors: nothing of the request runs inside javac
                 "-d",
                 "{build}",
                 "{src}",
