@@ -3,7 +3,9 @@
     .venv/bin/python bench/sandbox.py [--backends local,docker] [--concurrency 1,2,8] [--jobs 200]
 
 Workloads: (a) hello-world, (b) read two integers and print their sum (one test per job),
-(c) one problem with 30 stdio tests (one job of 30 tests; latency is per job). Rows:
+(c) one problem with 30 stdio tests (one job of 30 tests; latency is per job); (b) and (c) also in
+C++ and Java (``--languages``; a job compiles once, then runs its tests), printed as ratios to
+Python's tests/s at the end. Rows:
 - ``local`` / ``docker``: mucode's backends through ``judge()`` (docker: a warm pool of
   ``--containers`` containers x ``--slots`` slots, one Unix socket per container);
 - floor ``subprocess``: a fresh ``/usr/bin/python3 -I -S -c`` per test, no isolation at all;
@@ -49,10 +51,23 @@ from proctree import cpu_s  # noqa: E402  (bench/proctree.py)
 
 HELLO = "print('hello world')"
 A_PLUS_B = "a, b = map(int, input().split())\nprint(a + b)"
-WORKLOADS: dict[str, tuple[str, list[str], list[str]]] = {
-    "hello": (HELLO, [""], ["hello world"]),
-    "a+b": (A_PLUS_B, ["3 4\n"], ["7"]),
-    "30 tests": (A_PLUS_B, [f"{i} {2 * i}\n" for i in range(30)], [str(3 * i) for i in range(30)]),
+CPP_A_PLUS_B = (
+    '#include <cstdio>\nint main() { long long a, b; scanf("%lld %lld", &a, &b); printf("%lld\\n", a + b); }'
+)
+JAVA_A_PLUS_B = (
+    "import java.io.*;\npublic class Main { public static void main(String[] x) throws IOException {\n"
+    '  String[] t = new BufferedReader(new InputStreamReader(System.in)).readLine().split(" ");\n'
+    "  System.out.println(Long.parseLong(t[0]) + Long.parseLong(t[1])); } }"
+)
+THIRTY = ([f"{i} {2 * i}\n" for i in range(30)], [str(3 * i) for i in range(30)])
+WORKLOADS: dict[str, tuple[str, list[str], list[str], str]] = {  # program, inputs, outputs, language
+    "hello": (HELLO, [""], ["hello world"], "python"),
+    "a+b": (A_PLUS_B, ["3 4\n"], ["7"], "python"),
+    "30 tests": (A_PLUS_B, *THIRTY, "python"),
+    "a+b cpp": (CPP_A_PLUS_B, ["3 4\n"], ["7"], "cpp"),
+    "30 tests cpp": (CPP_A_PLUS_B, *THIRTY, "cpp"),
+    "a+b java": (JAVA_A_PLUS_B, ["3 4\n"], ["7"], "java"),
+    "30 tests java": (JAVA_A_PLUS_B, *THIRTY, "java"),
 }
 PY = "/usr/bin/python3"
 
@@ -85,14 +100,19 @@ def _row(system: str, workload: str, conc: int, lat: list[float], wall: float, t
     )
 
 
-async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -> list[Row]:
+async def bench_backend(
+    name: str, options: dict, concs: list[int], jobs: int, langs: list[str], attack: bool = True
+) -> list[Row]:
     backend = make_backend(name, **options)  # type: ignore[arg-type]
     await backend.start()
     rows = []
     try:
-        for workload, (program, inputs, outputs) in WORKLOADS.items():
-            job = CodeJob(program, TestSpec("stdio", inputs, outputs), time_limit_s=5)
+        for workload, (program, inputs, outputs, lang) in WORKLOADS.items():
+            if lang not in langs:
+                continue
+            job = CodeJob(program, TestSpec("stdio", inputs, outputs), language=lang, time_limit_s=5)
             n = max(4, jobs // len(inputs)) if len(inputs) > 1 else jobs
+            n = n if lang == "python" else max(4, n // 10)  # a compile per job: fewer jobs
             for _ in range(3):  # warm-up
                 await backend.judge(job)
             for conc in concs:
@@ -111,8 +131,9 @@ async def bench_backend(name: str, options: dict, concs: list[int], jobs: int) -
                 await asyncio.gather(*[one(sem, job, lat) for _ in range(n)])
                 rows.append(_row(name, workload, conc, lat, time.perf_counter() - start, len(inputs)))
                 print(rows[-1].line(), flush=True)
-        rows.append(await under_attack(backend, name, jobs))
-        print(rows[-1].line(), flush=True)
+        if attack:
+            rows.append(await under_attack(backend, name, jobs))
+            print(rows[-1].line(), flush=True)
     finally:
         await backend.close()
     return rows
@@ -134,7 +155,7 @@ async def under_attack(backend, name: str, jobs: int, conc: int = 2) -> Row:  # 
 
     attackers = [asyncio.create_task(hostile(p)) for p in HOSTILE]
     await asyncio.sleep(1.0)
-    program, inputs, outputs = WORKLOADS["a+b"]
+    program, inputs, outputs, _ = WORKLOADS["a+b"]
     job = CodeJob(program, TestSpec("stdio", inputs, outputs), time_limit_s=5)
     sem = asyncio.Semaphore(conc)
     lat: list[float] = []
@@ -206,7 +227,9 @@ def bench_floors(concs: list[int], jobs: int) -> list[Row]:
     import multiprocessing as mp
 
     rows = []
-    for workload, (program, inputs, _) in WORKLOADS.items():
+    for workload, (program, inputs, _, lang) in WORKLOADS.items():
+        if lang != "python":
+            continue
         n = max(4, jobs // len(inputs)) if len(inputs) > 1 else jobs
         for conc in concs:
 
@@ -251,7 +274,7 @@ def bench_floors(concs: list[int], jobs: int) -> list[Row]:
 
 def bench_docker_run(image: str, concs: list[int], n: int) -> list[Row]:
     rows = []
-    program, inputs, _ = WORKLOADS["a+b"]
+    program, inputs, _, _ = WORKLOADS["a+b"]
     cmd = [
         "docker",
         "run",
@@ -321,6 +344,11 @@ def main() -> None:
     p.add_argument("--image", default="mucode-sandbox:latest")
     p.add_argument("--docker-run-programs", type=int, default=16)
     p.add_argument("--no-floors", action="store_true")
+    p.add_argument("--no-attack", action="store_true", help="skip the rows under attack")
+    p.add_argument(
+        "--uid-base", type=int, default=61000, help="the local backend's slot uids (keep them unshared)"
+    )
+    p.add_argument("--languages", default="python,cpp,java", help="workload languages (python always first)")
     p.add_argument(
         "--no-fair-cgroup", action="store_true", help="do not weight this process like the /docker cgroup"
     )
@@ -379,7 +407,7 @@ async def compare(kind: str, args: argparse.Namespace) -> None:
         i = old.executor_args.index(flag)  # type: ignore[attr-defined]
         del old.executor_args[i : i + 2]  # type: ignore[attr-defined]
     one = CodeJob(A_PLUS_B, TestSpec("stdio", ["3 4\n"], ["7"]))
-    thirty = CodeJob(A_PLUS_B, TestSpec("stdio", *WORKLOADS["30 tests"][1:]))
+    thirty = CodeJob(A_PLUS_B, TestSpec("stdio", *THIRTY))
 
     async def cell(b, job: CodeJob, conc: int, n: int) -> float:  # type: ignore[no-untyped-def]
         sem = asyncio.Semaphore(conc)
@@ -539,11 +567,17 @@ def run(args: argparse.Namespace, fair: bool) -> None:
     rows: list[Row] = []
     for name in [b for b in args.backends.split(",") if b]:
         opts = (
-            {"containers": args.containers, "slots_per_container": args.slots, "health_interval_s": 0}
+            {
+                "containers": args.containers,
+                "slots_per_container": args.slots,
+                "health_interval_s": 0,
+                "image": args.image,
+            }
             if name == "docker"
-            else {"slots": args.slots * args.containers, "health_interval_s": 0}
+            else {"slots": args.slots * args.containers, "health_interval_s": 0, "uid_base": args.uid_base}
         )
-        rows += asyncio.run(bench_backend(name, opts, concs, args.jobs))
+        langs = args.languages.split(",")
+        rows += asyncio.run(bench_backend(name, opts, concs, args.jobs, langs, not args.no_attack))
     if not args.no_floors:
         rows += bench_floors(concs, args.jobs)
     if "docker" in args.backends and args.docker_run_programs:
@@ -555,6 +589,12 @@ def run(args: argparse.Namespace, fair: bool) -> None:
         if d and f:
             print(
                 f"# a+b at concurrency {conc}: docker {d:.0f} tests/s = {d / f:.2f}x the fresh-subprocess floor"
+            )
+    for (system, workload, conc), value in by.items():
+        py = by.get((system, workload.rsplit(" ", 1)[0], conc))
+        if workload.endswith((" cpp", " java")) and py:
+            print(
+                f"# {system} {workload} at concurrency {conc}: {value:.0f} tests/s = {value / py:.2f}x Python's"
             )
     run1 = by.get(("docker run per program", "a+b", 1))
     if run1:

@@ -160,9 +160,9 @@ def _rm_entries(dfd: int, root_fd: int, depth: int, keep: str | None, end: float
             os.rmdir(name, dir_fd=dfd)
 
 
-def wipe(root: str, uid: int, keep: str | None = None, deadline_s: float = 30.0) -> bool:
+def wipe(root: str, uid: int, keep: str | None = None, deadline_s: float = 30.0, mode: int = 0o700) -> bool:
     """Empty ``root`` (all but ``keep``) whatever its contents' modes and depth; the dir itself
-    stays (it may be a mount point) with mode 0700. True when empty in time."""
+    stays (it may be a mount point) with ``mode`` (a build dir: 0750). True when empty in time."""
     end = time.monotonic() + deadline_s
     counter = [0]
     with as_slot(uid):
@@ -172,7 +172,7 @@ def wipe(root: str, uid: int, keep: str | None = None, deadline_s: float = 30.0)
             os.chmod(root, 0o700)
             root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            os.fchmod(root_fd, 0o700)
+            os.fchmod(root_fd, mode)
             _rm_entries(root_fd, root_fd, 0, keep, end, counter)
             return True
         except (OSError, TimeoutError):
@@ -217,10 +217,10 @@ def remove_ipc(uid: int) -> int:
     return removed
 
 
-def clean_slot(uid: int, root: str, keep: str | None = None, scan: bool = True) -> bool:
+def clean_slot(uid: int, root: str, keep: str | None = None, scan: bool = True, mode: int = 0o700) -> bool:
     """Everything a job may leave: processes (``scan``: look for them in /proc), files, SysV IPC.
     True when all of it is gone."""
     killed = kill_slot(uid) if scan else True  # the caller reaps (its children are its business)
-    wiped = killed and wipe(root, uid, keep)
+    wiped = killed and wipe(root, uid, keep, mode=mode)
     remove_ipc(uid)
     return killed and wiped

@@ -23,6 +23,7 @@ cannot signal or ptrace each other. Limits: see runner.py. Standard library only
 from __future__ import annotations
 
 import argparse
+import base64
 import functools
 import os
 import select
@@ -40,9 +41,9 @@ import gc
 import cleanup  # noqa: E402
 import pyrun  # noqa: E402
 import seccomp  # noqa: E402
-from languages import LANGUAGES  # noqa: E402
+from languages import ALIASES, BUILD_UID_OFFSET, LANGUAGES, Language  # noqa: E402
 from protocol import ProtocolError, encode_frame, recv_frame, send_frame  # noqa: E402
-from runner import Limits, Slot, run_test  # noqa: E402
+from runner import Limits, Slot, clean, run_test  # noqa: E402
 from slots import SECCOMP_FAILED, Board, slot_manager  # noqa: E402
 
 TYPE_CHECKING = False  # typing's own flag without importing typing at run time
@@ -82,9 +83,12 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
     try:
         if req.get("op") != "run":
             raise ValueError(f"unknown op {req.get('op')!r}; expected 'run' or 'ping'")
-        lang = LANGUAGES.get(req.get("language", "python"))
+        name = str(req.get("language", "python"))
+        lang = LANGUAGES.get(ALIASES.get(name, name))
         if lang is None:
-            raise ValueError(f"unknown language {req.get('language')!r}; known: {sorted(LANGUAGES)}")
+            raise ValueError(f"unknown language {name!r}; known: {sorted(LANGUAGES)}")
+        if lang.compile and slot.build_root is None:
+            raise ValueError(f"language {name!r} needs a build dir: this executor has none (--build)")
         mode = req.get("mode", "stdio")
         if mode not in lang.modes:
             raise ValueError(f"language {lang.name} supports modes {lang.modes}, not {mode!r}")
@@ -96,25 +100,17 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
         if mode == "assert" or not inputs:
             inputs = [""]
         lim = _limits(req, args)
+        files = _files(req.get("files"))
     except (ValueError, TypeError) as exc:
         send_frame(conn, {"ev": "error", "message": str(exc)})
         return
-    build_dir = os.path.join(slot.root, "build")
     gc.freeze()  # test children then never scan (and copy-on-write) the handler's objects
     job = {k: req.get(k) for k in ("program", "mode", "fn_name", "assert_code", "entry_point")}
-    job["mode"] = mode
-    if lang.compile:  # once per job, as the slot uid, under the same limits (CPU: compile_time_limit_s)
-        clim = dataclasses.replace(
-            lim,
-            time_limit_s=args.compile_time_limit_s,
-            wall_limit_s=args.compile_time_limit_s * args.wall_factor + 0.5,
-        )
-        board.deadline(slot.index, clim.wall_limit_s + args.deadline_slack_s)
-        built = run_test({**job, "mode": "compile", "phase": "compile"}, lang, slot, clim, "", 0, build_dir)
-        if built["status"] != "ok":
-            if built["status"] != "sandbox_error":
-                built["status"] = "compile_error"
-            send_outcome(conn, 0, built)
+    job.update(mode=mode, files=files, source=lang.source(job["program"]))
+    compiled = None
+    if lang.compile:
+        compiled = _compile(conn, job, lang, slot, board, req, lim, args)
+        if compiled is None:
             if len(inputs) > 1:  # the client answers every test frame but the last it expects
                 board.deadline(slot.index, args.idle_timeout_s + args.deadline_slack_s)
                 recv_frame(conn)
@@ -122,14 +118,77 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
             return
     for index, test_input in enumerate(inputs):
         board.deadline(slot.index, lim.wall_limit_s + args.deadline_slack_s)
-        outcome = run_test(job, lang, slot, lim, test_input, index, build_dir)
+        outcome = run_test(job, lang, slot, lim, test_input, index, slot.build_root or "")
         board.deadline(slot.index, args.idle_timeout_s + args.deadline_slack_s)
+        if index == 0 and compiled is not None:
+            outcome["compile"] = compiled
         send_outcome(conn, index, outcome)
         if index + 1 < len(inputs):
             ctrl = recv_frame(conn)
             if ctrl is None or ctrl.get("op") != "next":
                 return
     send_frame(conn, {"ev": "done"})
+
+
+def _compile(
+    conn: socket.socket,
+    job: dict[str, Any],
+    lang: Language,
+    slot: Slot,
+    board: Board,
+    req: dict[str, Any],
+    lim: Limits,
+    args: argparse.Namespace,
+) -> dict[str, Any] | None:
+    """Once per job: the compile step, as the slot's build uid in its build dir, under the compile
+    limits (the request may lower them). Returns what the first test frame reports of it, or None
+    after sending the failure as test 0 (``compile_error``, or ``sandbox_error``)."""
+    seconds = min(
+        float(req.get("compile_time_limit_s") or args.compile_time_limit_s), args.compile_time_limit_s
+    )
+    mem = min(
+        int(req.get("compile_memory_limit_mb") or args.compile_memory_limit_mb), args.compile_memory_limit_mb
+    )
+    clim = dataclasses.replace(
+        lim,
+        time_limit_s=max(seconds, 0.1),
+        memory_limit_mb=max(mem, 16),
+        wall_limit_s=max(seconds, 0.1) * args.wall_factor + 0.5,
+    )
+    board.deadline(slot.index, clim.wall_limit_s + args.deadline_slack_s)
+    built = run_test(
+        {**job, "mode": "compile", "phase": "compile"},
+        lang,
+        slot.builder(),
+        clim,
+        "",
+        0,
+        slot.build_root or "",
+    )
+    if built["status"] == "ok":
+        return {k: built[k] for k in ("wall_s", "cpu_s", "stdout", "stderr", "exit_code")}
+    if built["status"] != "sandbox_error":
+        built.update(status="compile_error", phase="compile")
+    send_outcome(conn, 0, built)
+    return None
+
+
+def _files(files: object) -> dict[str, bytes]:
+    """The request's ``files`` (name -> base64), written into the run's dir (and the build dir)
+    before the program starts; names are relative paths without ``..``."""
+    if not files:
+        return {}
+    if not isinstance(files, dict) or len(files) > 256:
+        raise ValueError("'files' must be an object of at most 256 names -> base64 text")
+    out = {}
+    for name, data in files.items():
+        parts = str(name).split("/")
+        if not name or str(name).startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"files: {name!r} is not a relative path (no '..', no leading '/')")
+        if not isinstance(data, str):
+            raise ValueError(f"files: {name!r} must be base64 text")
+        out[str(name)] = base64.b64decode(data, validate=True)
+    return out
 
 
 def send_outcome(conn: socket.socket, index: int, outcome: dict[str, Any]) -> None:
@@ -205,13 +264,18 @@ def _slot(i: int, args: argparse.Namespace) -> Slot:
                 if os.path.isfile(os.path.join(path, "memory.oom_control")):
                     oom = os.path.join(path, "memory.oom_control")
     shared = oom is None and os.access(CONTAINER_OOM_CONTROL, os.R_OK)  # docker: the container's cgroup
+    build = os.path.join(args.build, str(i))
+    uid = args.uid_base + i
+    has_build = os.path.isdir(build)
     return Slot(
         i,
-        args.uid_base + i,
+        uid,
         os.path.join(args.scratch, str(i)),
         tuple(procs),
         CONTAINER_OOM_CONTROL if shared else oom,
         shared,
+        build if has_build else None,
+        uid + args.build_uid_offset if has_build else None,
     )
 
 
@@ -227,6 +291,16 @@ def _slots(args: argparse.Namespace) -> list[Slot]:
                 f"executor: scratch dir {slot.root} must be owned by uid {slot.uid} (mount a tmpfs "
                 f"with uid={slot.uid},mode=0700 there, or let the executor create it)"
             )
+        if slot.build_root is not None:
+            st = os.stat(slot.build_root)
+            if (st.st_uid, st.st_gid, st.st_mode & 0o7777) != (slot.build_uid, slot.uid, 0o750):
+                sys.exit(
+                    f"executor: build dir {slot.build_root} must be owned by uid {slot.build_uid}, group "
+                    f"{slot.uid}, mode 0750 (mount a tmpfs with uid={slot.build_uid},gid={slot.uid},"
+                    "mode=0750,nosuid,nodev there: exec allowed)"
+                )
+    if len({s.build_root is None for s in slots}) > 1:
+        sys.exit(f"executor: some slots have a build dir under {args.build} and some do not")
     return slots
 
 
@@ -305,7 +379,7 @@ def serve(args: argparse.Namespace) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         for slot in slots:
-            cleanup.clean_slot(slot.uid, slot.root)
+            clean(slot)
         for path in (sock_path, ctl_path):
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -343,11 +417,15 @@ def _watchdog(
                 board.set(index, 1, 0.0)
                 if os.WIFEXITED(status) and os.WEXITSTATUS(status) == SECCOMP_FAILED:
                     broken.add(index)
-                elif cleanup.clean_slot(slots[index].uid, slots[index].root):
+                elif clean(slots[index]):
                     board.set(index, 0, 0.0)
                     spawn(slots[index])  # type: ignore[operator]
                 else:
                     broken.add(index)
+
+
+def _uids(slot: Slot) -> tuple[int, ...]:
+    return (slot.uid,) if slot.build_uid is None else (slot.uid, slot.build_uid)
 
 
 def _health(
@@ -359,9 +437,14 @@ def _health(
     writable_shared: list[str],
 ) -> dict[str, Any]:
     before = board.snapshot()
-    found = cleanup.slot_pids({s.uid for s in slots if before[s.index][0] == 0})
+    found = cleanup.slot_pids({u for s in slots if before[s.index][0] == 0 for u in _uids(s)})
     after = board.snapshot()  # a slot that took a job meanwhile is not idle: skip it
-    still_idle = {s.uid for s in slots if after[s.index][0] == 0 and after[s.index][1] == before[s.index][1]}
+    still_idle = {
+        u
+        for s in slots
+        if after[s.index][0] == 0 and after[s.index][1] == before[s.index][1]
+        for u in _uids(s)
+    }
     leftovers = [(pid, uid) for pid, uid in found if uid in still_idle]
     stuck = board.stuck()
     return {
@@ -378,7 +461,7 @@ def _health(
         "broken_slots": sorted(broken),
         **counts,
         "leftover_processes": leftovers[:20],
-        "languages": sorted(LANGUAGES),
+        "languages": sorted(n for n, lang in LANGUAGES.items() if slots[0].build_root or not lang.compile),
         "uids": [s.uid for s in slots],
         "cgroups": sorted(
             {os.path.basename(os.path.dirname(os.path.dirname(p))) for s in slots for p in s.cgroup_procs}
@@ -411,6 +494,20 @@ def main(argv: list[str] | None = None) -> None:
         "before it counts as stuck and its manager is killed and replaced",
     )
     p.add_argument("--compile-time-limit-s", type=float, default=30.0, help="CPU limit of a compile step")
+    p.add_argument(
+        "--compile-memory-limit-mb", type=int, default=2048, help="memory limit of a compile step (MB)"
+    )
+    p.add_argument(
+        "--build",
+        default="/build",
+        help="parent of the per-slot build dirs <build>/<i> (compiled languages; without them: none)",
+    )
+    p.add_argument(
+        "--build-uid-offset",
+        type=int,
+        default=BUILD_UID_OFFSET,
+        help="slot i compiles as uid uid_base+i+offset (owner of <build>/<i>)",
+    )
     p.add_argument(
         "--exit-on-stdin-eof",
         action="store_true",

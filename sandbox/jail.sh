@@ -1,10 +1,12 @@
 #!/bin/sh
 # The local backend's jail: run as root inside fresh namespaces, e.g.
 #   env -i unshare --net --pid --mount --ipc --uts --fork --kill-child \
-#       sh sandbox/jail.sh WORKDIR SLOTS UID_BASE SCRATCH_MB PYTHON CGROUP [executor args...]
+#       sh sandbox/jail.sh WORKDIR SLOTS UID_BASE SCRATCH_MB PYTHON CGROUP BUILD_UID_OFFSET [executor args...]
 # Builds a minimal root on a tmpfs (read-only binds of /usr, /bin, /lib*, the executor dir;
 # /dev with null/zero/random/urandom; a fresh /proc of the new pid namespace; one tmpfs scratch dir
-# per slot owned by the slot's uid), pivots into it, remounts it read-only and execs the executor
+# per slot owned by the slot's uid, mounted noexec; one tmpfs build dir per slot at /build/<i>, the
+# only place with exec allowed, owned by the slot's build uid UID+BUILD_UID_OFFSET with the slot
+# uid's group, mode 0750: see languages.py), pivots into it, remounts it read-only and execs the executor
 # as pid 1 of the new pid namespace. WORKDIR/run (host side) becomes /run/mucode (the sockets);
 # WORKDIR/root is the mount point of the new root. CGROUP ("-" for none) names cgroup-v1 dirs
 # /sys/fs/cgroup/{cpu,memory,pids}/CGROUP/slot<i> made by the backend: they are bound at
@@ -13,8 +15,8 @@
 set -eu
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
-W=$1 SLOTS=$2 UIDB=$3 SMB=$4 PY=$5 CG=$6
-shift 6
+W=$1 SLOTS=$2 UIDB=$3 SMB=$4 PY=$5 CG=$6 BOFF=$7
+shift 7
 HERE=$(cd "$(dirname "$0")" && pwd)
 R=$W/root
 
@@ -29,7 +31,7 @@ for d in usr bin sbin lib lib32 lib64 libx32; do
         mount -o remount,bind,ro,nosuid,nodev "$R/$d"
     fi
 done
-mkdir -p "$R/etc" "$R/dev" "$R/proc" "$R/opt/sandbox" "$R/run/mucode" "$R/scratch" "$R/.old"
+mkdir -p "$R/etc" "$R/dev" "$R/proc" "$R/opt/sandbox" "$R/run/mucode" "$R/scratch" "$R/build" "$R/.old"
 [ -f /etc/ld.so.cache ] && touch "$R/etc/ld.so.cache" && mount --bind -o ro /etc/ld.so.cache "$R/etc/ld.so.cache"
 # Debian's BLAS/LAPACK (numpy, scipy) are found through /etc/alternatives symlinks into /usr.
 if [ -d /etc/alternatives ]; then
@@ -37,6 +39,13 @@ if [ -d /etc/alternatives ]; then
     mount --bind /etc/alternatives "$R/etc/alternatives"
     mount -o remount,bind,ro,nosuid,nodev "$R/etc/alternatives"
 fi
+# Debian's JDKs keep their configuration (jvm.cfg, security) under /etc/java-<version>-openjdk.
+for d in /etc/java-*; do
+    [ -d "$d" ] || continue
+    mkdir "$R$d"
+    mount --bind "$d" "$R$d"
+    mount -o remount,bind,ro,nosuid,nodev "$R$d"
+done
 for n in null zero random urandom; do
     touch "$R/dev/$n"
     mount --bind "/dev/$n" "$R/dev/$n"
@@ -67,6 +76,8 @@ while [ "$i" -lt "$SLOTS" ]; do
     # nr_inodes bounds the kernel memory a slot's files can hold beyond their size (about 1 KiB per
     # inode or hard link; docker_engine.SCRATCH_INODES is the same number)
     mount -t tmpfs -o "size=${SMB}m,nr_inodes=32768,uid=$u,gid=$u,mode=0700,nosuid,nodev,noexec" "mucode-slot$i" "$R/scratch/$i"
+    mkdir "$R/build/$i"
+    mount -t tmpfs -o "size=${SMB}m,nr_inodes=4096,uid=$((u + BOFF)),gid=$u,mode=0750,nosuid,nodev" "mucode-build$i" "$R/build/$i"
     i=$((i + 1))
 done
 cd "$R"
@@ -76,4 +87,5 @@ rmdir /.old
 mount -o remount,ro,bind /
 cd /
 exec /usr/bin/env -i PATH=/usr/bin:/bin LANG=C.UTF-8 "$PY" -I -S /opt/sandbox/executor.py \
-    --socket /run/mucode/executor.sock --slots "$SLOTS" --uid-base "$UIDB" --scratch /scratch $CGARGS "$@"
+    --socket /run/mucode/executor.sock --slots "$SLOTS" --uid-base "$UIDB" --scratch /scratch \
+    --build /build --build-uid-offset "$BOFF" $CGARGS "$@"

@@ -9,7 +9,8 @@ library only, and importable as a plain file: it runs inside the sandbox image, 
 Requests (client -> executor, on the job socket):
   {"op": "run", "language": "python", "mode": "stdio"|"call"|"assert", "program": str,
    "inputs": [str], "fn_name": str?, "assert_code": str?, "entry_point": str?,
-   "time_limit_s": float, "memory_limit_mb": int, "wall_limit_s": float?, "output_limit_bytes": int?}
+   "time_limit_s": float, "memory_limit_mb": int, "wall_limit_s": float?, "output_limit_bytes": int?,
+   "files": {path: base64}?, "compile_time_limit_s": float?, "compile_memory_limit_mb": int?}
   after every test frame but the last: {"op": "next"} or {"op": "stop"}
 Replies: one {"ev": "test", "index": i, ...outcome} per test, then {"ev": "done"};
   {"ev": "error", "message": str} for a request the executor cannot run (bad fields, unknown language).

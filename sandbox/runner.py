@@ -18,8 +18,8 @@ used by nobody else and a scratch directory owned by that uid. Per test:
    come to the handler, a subreaper) and its SysV IPC objects are removed (before the run's result
    is sent, so no job that starts after it can see them), so the run's CPU time is the handler's children rusage
    delta: the program's, its threads' and every descendant's, waited for or not; before each run
-   but a job's first the scratch dir is emptied (all but a compiled job's build dir), whatever its
-   modes or depth (the manager empties it before each job).
+   but a job's first the scratch dir is emptied (a compiled job's build dir is a mount of
+   its own, languages.py), whatever its modes or depth (the manager empties it before each job).
    After each job the slot manager does the same and removes the slot's SysV IPC objects. Every
    wait has a deadline; a slot that cannot be cleaned in time raises ``SlotStuck``.
 
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import fcntl
 import json
 import math
@@ -91,6 +92,14 @@ class Slot:
     cgroup_procs: tuple[str, ...] = ()  # cgroup.procs files of this slot's own cgroups, if any
     oom_control: str | None = None  # the slot memory cgroup's memory.oom_control
     oom_shared: bool = False  # oom_control is the container's, shared with the other slots
+    build_root: str | None = None  # the build dir (exec allowed), owned by build_uid, group uid, 0750
+    build_uid: int | None = None  # compiles run as this uid (group: uid); None: no compiled languages
+    gid: int | None = None  # None: uid (a compile step runs as build_uid with the slot uid's group)
+
+    def builder(self) -> Slot:
+        """The slot as its compile step sees it: the build uid, in the build dir."""
+        assert self.build_root is not None and self.build_uid is not None
+        return dataclasses.replace(self, uid=self.build_uid, root=self.build_root, gid=self.uid)
 
     def oom_kills(self) -> int:
         """OOM kills so far in the slot's memory cgroup (0 without one)."""
@@ -139,6 +148,14 @@ class Capture:
         return self.total > len(self.data)
 
 
+def clean(slot: Slot, scan: bool = True) -> bool:
+    """cleanup.clean_slot for the slot's uid and scratch dir, and for its build uid and build dir."""
+    ok: bool = cleanup.clean_slot(slot.uid, slot.root, scan=scan)
+    if slot.build_root is not None and slot.build_uid is not None:
+        ok = cleanup.clean_slot(slot.build_uid, slot.build_root, scan=scan, mode=0o750) and ok
+    return ok
+
+
 class SlotStuck(Exception):
     """A slot's processes or files could not be cleaned within their deadline."""
 
@@ -148,12 +165,17 @@ INHERITED_MAPS: list[Any] = []
 program runs, so a program cannot write them."""
 
 
-def _set_limits(lim: Limits) -> None:
+def _set_limits(lim: Limits, lang: Language) -> None:
     cpu = max(1, math.ceil(lim.time_limit_s))
     mem = lim.memory_limit_mb << 20
+    space = mem + ((lang.as_slack_mb or 0) << 20)  # the JVM reserves more than it uses (languages.py)
+    if lang.stack_is_memory:  # never above the hard limit in force (raising it needs CAP_SYS_RESOURCE)
+        hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+        stack = mem if hard == resource.RLIM_INFINITY else min(mem, hard)
+        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
     for res, value in (
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_AS, (mem, mem)),
+        (resource.RLIMIT_AS, (space, space)),
         (resource.RLIMIT_NPROC, (lim.nproc, lim.nproc)),
         (resource.RLIMIT_FSIZE, (lim.fsize_bytes, lim.fsize_bytes)),
         (resource.RLIMIT_NOFILE, (lim.nofile, lim.nofile)),
@@ -197,9 +219,9 @@ def _child(
             signal.signal(sig, signal.SIG_DFL)
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")  # the OOM killer picks programs before the executor
-        _set_limits(lim)
+        _set_limits(lim, lang)
         os.setgroups([])
-        os.setgid(slot.uid)
+        os.setgid(slot.uid if slot.gid is None else slot.gid)
         os.setuid(slot.uid)
         if os.getuid() == 0 or os.geteuid() == 0:
             raise RuntimeError("still root after setuid")
@@ -217,9 +239,11 @@ def _child(
             "OPENBLAS_NUM_THREADS": "1",
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
+            **lang.env,
         }
         os.environ.clear()
         os.environ.update(env)
+        _write_files(job.get("files") or {})
         _ctl({"ev": "ready"})
     except BaseException as exc:  # never run the program if any setup step failed
         try:
@@ -239,15 +263,16 @@ def _child(
             pyrun.run_python(job, test_input)  # never returns (unless the program patched it)
         finally:
             _exit(1)
-    src = os.path.join(build_dir if lang.compile else run_dir, lang.source_name)
-    if compiling:  # once per job: source and build output in the build dir, kept between tests
-        os.mkdir(build_dir, 0o700)
-        os.chdir(build_dir)
+    # A compile step runs in the build dir (run_dir is build_dir then): source and build output
+    # stay there for the job's tests, which run in the (noexec) scratch dir.
+    src_name, main = job.get("source") or lang.source(job["program"])
+    src = os.path.join(build_dir if lang.compile else run_dir, src_name)
     if compiling or not lang.compile:
         with open(src, "w", encoding="utf-8") as f:
             f.write(job["program"])
     template = lang.compile if compiling and lang.compile else lang.run
-    argv = [a.format(src=src, build=build_dir) for a in template]
+    fields = {"src": src, "build": build_dir, "main": main, "mem": str(lim.memory_limit_mb)}
+    argv = [a.format(**fields) for a in template]
     os.set_inheritable(CTL_FD, False)
     try:
         os.execve(argv[0], argv, dict(os.environ))
@@ -256,16 +281,24 @@ def _child(
     os._exit(127)
 
 
+def _write_files(files: dict[str, bytes]) -> None:
+    """The request's files (SandboxFusion's ``files``; names checked by the handler) into the cwd."""
+    for name, data in files.items():
+        if os.path.dirname(name):
+            os.makedirs(os.path.dirname(name), mode=0o755, exist_ok=True)
+        with open(name, "wb") as f:
+            f.write(data)
+
+
 def run_test(
     job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_input: str, index: int, build_dir: str
 ) -> dict[str, Any]:
     """Run the program once on one input; returns the outcome dict of protocol.py's test frame.
-    Raises SlotStuck when the slot cannot be cleaned (before or after the run) in time."""
-    # Only a compiled job's own tests keep its build dir; anything else starts from empty.
-    keep = os.path.basename(build_dir) if lang.compile and job.get("phase") != "compile" else None
+    A compile step gets ``slot.builder()`` (its uid and dir). Raises SlotStuck when the slot cannot
+    be cleaned (before or after the run) in time."""
     # The slot manager cleaned the slot before this job's handler started: a job's first run
-    # (its compile step, or its first test) finds the scratch dir empty already.
-    if (index > 0 or keep is not None) and not cleanup.wipe(slot.root, slot.uid, keep=keep):
+    # (its compile step, or its first test) finds its dir empty already.
+    if index > 0 and not cleanup.wipe(slot.root, slot.uid):
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -325,11 +358,11 @@ def run_test(
     killed_by_kernel = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and not stopped
     if limit_hit is None and slot.oom_kills() > oom_before and (killed_by_kernel or not slot.oom_shared):
         limit_hit = "memory_cgroup"  # a shared cgroup's kill is this run's only if it took this run
-    if limit_hit == "memory_cgroup" and not cleanup.wipe(slot.root, slot.uid, keep=keep):
+    if limit_hit == "memory_cgroup" and not cleanup.wipe(slot.root, slot.uid):
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")  # what filled it goes first
     try:
         tests = h.outcome(reaped, token) if h is not None else None
-        return _outcome(
+        result = _outcome(
             job,
             lim,
             0 if stopped else status,
@@ -351,6 +384,9 @@ def run_test(
             "message": f"malformed output from the program: {type(exc).__name__}",
             **({"asserts": []} if job.get("mode") == "assert" else {}),
         }
+    if lang.oom_text and result["status"] == "runtime_error" and lang.oom_text in result["stderr"]:
+        result.update(status="memory_limit", limit_hit="memory")  # the JVM's OutOfMemoryError
+    return result
 
 
 def _reap_run(slot: Slot, pids: list[int]) -> Any:

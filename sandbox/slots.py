@@ -38,6 +38,7 @@ from runner import (
     PR_SET_PDEATHSIG,
     Slot,
     SlotStuck,
+    clean,
     prctl,
 )
 
@@ -123,7 +124,7 @@ def slot_manager(
             os._exit(SECCOMP_FAILED)
     INHERITED_MAPS.append(board.mem)
     board.set(slot.index, 1, time.monotonic() + CLEAN_DEADLINE_S)
-    if not cleanup.clean_slot(slot.uid, slot.root):
+    if not clean(slot):
         os._exit(5)  # main cleans again or marks the slot broken
     cleanup.reap(1.0)
     board.set(slot.index, 0, 0.0)
@@ -153,7 +154,7 @@ def slot_manager(
         # Nothing of a job survives it: processes (daemons too), scratch files, SysV IPC. What
         # the job started descends from the handler: with no child left here, nothing is alive.
         _, left = cleanup.reap(0.0)
-        if not cleanup.clean_slot(slot.uid, slot.root, scan=left):
+        if not clean(slot, scan=left):
             os._exit(5)
         cleanup.reap(1.0 if left else 0.0)
         board.set(slot.index, 0, 0.0)

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Build the sandbox *base* image without a registry: debootstrap a minimal Debian with python3 and the
+# Build the sandbox *base* image without a registry: debootstrap a minimal Debian with python3, the
 # libraries programs may import (numpy, scipy, sortedcontainers, networkx, from Debian's packages),
-# then `docker import` it. Cached: does nothing when the image exists with the same package list and
+# g++ and a JDK (the compiled languages of sandbox/languages.py), then `docker import` it. Cached: does nothing when the image exists with the same package list and
 # suite (their hash is the image's `mucode.base` label), so a changed list rebuilds it.
 #
-#   bash scripts/build_base_image.sh [IMAGE]      (default IMAGE: mucode-sandbox-base:bookworm)
+#   bash scripts/build_base_image.sh [IMAGE]      (default IMAGE: $MUCODE_SANDBOX_BASE_TAG or
+#                                                 mucode-sandbox-base:bookworm)
 #
 # Env: MUCODE_DEBIAN_MIRROR (default http://deb.debian.org/debian), MUCODE_DEBIAN_SUITE (bookworm),
 #      MUCODE_REBUILD_BASE=1 forces a rebuild.
 set -euo pipefail
 
-IMAGE="${1:-mucode-sandbox-base:bookworm}"
+IMAGE="${1:-${MUCODE_SANDBOX_BASE_TAG:-mucode-sandbox-base:bookworm}}"
 MIRROR="${MUCODE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SUITE="${MUCODE_DEBIAN_SUITE:-bookworm}"
 # What programs can import besides the standard library (also installed on the host for the local
 # backend by scripts/docker_setup.sh). Changing this list changes KEY and so rebuilds the image.
-PACKAGES="python3,python3-numpy,python3-scipy,python3-sortedcontainers,python3-networkx"
+PACKAGES="python3,python3-numpy,python3-scipy,python3-sortedcontainers,python3-networkx,g++,openjdk-17-jdk-headless"
 KEY="$(printf '%s %s' "$SUITE" "$PACKAGES" | sha256sum | cut -c1-16)"
 
 HAVE="$(docker image inspect "$IMAGE" --format '{{ index .Config.Labels "mucode.base" }}' 2>/dev/null || true)"
@@ -40,7 +41,8 @@ debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$WORK/root" "$MIRR
     echo "[base] debootstrap failed (is $MIRROR reachable? set MUCODE_DEBIAN_MIRROR)" >&2
     exit 1
 }
-# Trim what a sandbox never needs: apt lists, caches, docs, man pages, locales.
+# Trim what a sandbox never needs: apt lists, caches, docs, man pages, locales (the JDK's
+# /usr/share/doc entries are symlink targets of nothing it loads).
 rm -rf "$WORK/root/var/lib/apt/lists/"* "$WORK/root/var/cache/apt/"*.bin "$WORK/root/var/cache/apt/archives/"*.deb \
        "$WORK/root/usr/share/doc" "$WORK/root/usr/share/man" "$WORK/root/usr/share/info" "$WORK/root/usr/share/locale"
 tar --numeric-owner -C "$WORK/root" -c . | docker import \

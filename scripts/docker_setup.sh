@@ -4,19 +4,21 @@
 #   2. start dockerd in the background if no engine answers, and wait for it;
 #   3. build the base image without a registry (scripts/build_base_image.sh, cached);
 #   4. build the sandbox image (sandbox/Dockerfile, BASE_IMAGE = that base), tag mucode-sandbox:latest;
-#   5. install on the host, for the local backend's /usr/bin/python3, the libraries programs may
-#      import (the same Debian packages as the image: numpy, scipy, sortedcontainers, networkx).
+#   5. install on the host, for the local backend (its jail sees the host's /usr), what programs
+#      use: the same Debian packages as the image (numpy, scipy, sortedcontainers, networkx for
+#      /usr/bin/python3; g++ and openjdk-17-jdk-headless for C++ and Java).
 # Every step is skipped when already done, so calling it twice is cheap.
 #
 # Env: MUCODE_SANDBOX_IMAGE (default mucode-sandbox:latest), MUCODE_BASE_IMAGE (default: build one
 # with debootstrap; set e.g. python:3.11-slim to use a registry image instead),
+# MUCODE_SANDBOX_BASE_TAG (the tag of the debootstrap base, default mucode-sandbox-base:bookworm),
 # MUCODE_DOCKERD_LOG (default /var/log/mucode-dockerd.log).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HERE")"
 IMAGE="${MUCODE_SANDBOX_IMAGE:-mucode-sandbox:latest}"
-BASE="${MUCODE_BASE_IMAGE:-mucode-sandbox-base:bookworm}"
+BASE="${MUCODE_BASE_IMAGE:-${MUCODE_SANDBOX_BASE_TAG:-mucode-sandbox-base:bookworm}}"
 DLOG="${MUCODE_DOCKERD_LOG:-/var/log/mucode-dockerd.log}"
 
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
@@ -64,14 +66,4 @@ else
     echo "[docker] built $IMAGE"
 fi
 
-HOST_PKGS=(python3-numpy python3-scipy python3-sortedcontainers python3-networkx)
-missing=()
-for p in "${HOST_PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "[docker] installing ${missing[*]} on the host (programs under the local backend import them)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
-fi
+bash "$HERE/host_packages.sh"

@@ -32,4 +32,7 @@ if [ "${MUCODE_SKIP_DOCKER:-0}" != "1" ] && [ -f scripts/docker_setup.sh ]; then
     apt-get install -y -qq docker-compose >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq docker-compose >/dev/null; }
   fi
 fi
+if [ "${MUCODE_SKIP_DOCKER:-0}" = "1" ]; then
+  bash scripts/host_packages.sh  # the local backend still needs them (docker_setup.sh runs it otherwise)
+fi
 echo "[setup] done: .venv/bin/mucode --help"

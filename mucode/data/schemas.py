@@ -12,7 +12,11 @@ Registered schemas (``schema=`` of ``load_tasks``; ``"auto"`` picks one from the
   ``mucode.data.checker_table``) gives no checker -- the token checker would score a correct
   program 0. A problem the table names (by ``name`` or ``cf_contest_id/cf_index``) is judged by
   that checker, whatever its statement says. The detection of the last three reads the statement
-  and is a heuristic.
+  and is a heuristic. The
+  problem's correct solutions in Python 3, C++ and Java (``solutions``, language ids 3, 2, 4) are
+  kept as reference programs: ``meta["references"]``, a list of ``{"language": "python"|"cpp"|"java",
+  "program": ...}``, at most ``max_references`` per language (2), to check the tests with
+  (``reference_items``) in the sandbox's languages.
 - ``math``: DeepScaleR-style rows (``problem``/``question`` and ``answer``/``expected_answer``).
 - ``verl``: verl's RL Parquet schema as-is (``data_source``, ``prompt`` = chat messages,
   ``ability``, ``reward_model{ground_truth, style}``, ``extra_info``). The prompt is used as it is
@@ -53,6 +57,8 @@ DEFAULT_INSTRUCTIONS: dict[str, str] = {"math": MATH_INSTRUCTION, "code": CODE_I
 
 # code_contests language ids.
 PYTHON2, CPP, PYTHON3, JAVA = 1, 2, 3, 4
+REFERENCE_LANGUAGES = {PYTHON3: "python", CPP: "cpp", JAVA: "java"}
+"""code_contests language id -> the sandbox language its reference solutions run as."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class RowOptions:
     source_name: str = ""
     checkers: CheckerTable | None = None
     """code_contests: checkers by problem (``mucode.data.checker_table``)."""
+    max_references: int = 2
+    """code_contests: reference solutions kept per language (``meta["references"]``)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +161,32 @@ def _seconds(duration: Any) -> float | None:
     return seconds or None
 
 
+def _references(solutions: dict[str, Any], per_language: int) -> list[dict[str, str]]:
+    """The first ``per_language`` solutions of each language the sandbox runs, in row order."""
+    kept: list[dict[str, str]] = []
+    counts: dict[str, int] = {}
+    for lang_id, program in zip(
+        solutions.get("language") or [], solutions.get("solution") or [], strict=False
+    ):
+        language = REFERENCE_LANGUAGES.get(int(lang_id))
+        if language is None or not isinstance(program, str) or counts.get(language, 0) >= per_language:
+            continue
+        counts[language] = counts.get(language, 0) + 1
+        kept.append({"language": language, "program": program})
+    return kept
+
+
+def reference_items(record: TaskRecord) -> list[dict[str, Any]]:
+    """Verifier items that run a code_contests record's reference programs on its tests (each
+    should come back ``correct``; one that does not points at a bad test or a wrong limit)."""
+    items = []
+    for i, ref in enumerate(record.meta.get("references") or []):
+        spec = {**record.spec, "language": ref["language"], "extract": "none"}
+        item_id = f"{record.prompt_id}/ref{i}-{ref['language']}"
+        items.append({"id": item_id, "program": record.program, "response": ref["program"], "spec": spec})
+    return items
+
+
 @register_schema("code_contests")
 def code_contests_row(row: dict[str, Any], index: int, options: RowOptions) -> TaskRecord | Dropped:
     description = row.get("description") or ""
@@ -202,6 +236,7 @@ def code_contests_row(row: dict[str, Any], index: int, options: RowOptions) -> T
         "checker": "program" if checker and "checker_program" in checker else spec["checker"],
         "has_python3_solution": PYTHON3 in languages,
         "num_tests": len(inputs),
+        "references": _references(row.get("solutions") or {}, options.max_references),
     }
     return TaskRecord(
         prompt_id=str(name),

@@ -2,7 +2,8 @@
 
 spec: ``{"tests": {"format": "stdio"|"call"|"assert", ...}, "checker"?, "checker_program"?: {"source",
 "language"?, "time_limit_s"?, "memory_limit_mb"?}, "time_limit_s"?, "memory_limit_mb"?, "extract"?:
-"last_fence"|"none"|"evalplus", "language"?}``. Extra fields pass through untouched. A
+"last_fence"|"none"|"evalplus", "language"?: "python"|"cpp"|"java"}`` (C++ and Java: stdio tests
+only). Extra fields pass through untouched. A
 ``checker_program`` (stdio tests only) judges each output in a sandbox run of its own, testlib-style
 (``mucode.sandbox.checker_program``); it replaces ``checker``. The job runs with
 ``stop_on_first_failure`` (a binary reward needs no more), so ``details.tests`` lists the tests run
@@ -116,7 +117,19 @@ class CodeSpec(BaseModel):
     time_limit_s: float = Field(default=5.0, gt=0, le=MAX_TIME_LIMIT_S, description="Per test.")
     memory_limit_mb: int = Field(default=512, ge=16, le=MAX_MEMORY_LIMIT_MB)
     extract: str = Field(default="last_fence", description="A name in mucode.rewards.extract.EXTRACTORS.")
-    language: Literal["python"] = "python"
+    language: Literal["python", "cpp", "java"] = Field(
+        default="python",
+        description="The program's language: cpp (g++ -std=gnu++17 -O2) and java (javac, then java) "
+        "compile once per job and take stdio tests only.",
+    )
+
+    @model_validator(mode="after")
+    def _stdio_only_when_compiled(self) -> CodeSpec:
+        if self.language != "python" and self.tests.format != "stdio":
+            raise ValueError(
+                f"language {self.language!r} takes stdio tests only (format {self.tests.format!r} is Python's)"
+            )
+        return self
 
     @field_validator("checker")
     @classmethod

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 from mucode.sandbox.client import Endpoint, ExecutorError, SlotPool
 from mucode.sandbox.docker_engine import LABEL, DockerError, Engine, EventWatch, container_options
+from mucode.sandbox.executor.languages import BUILD_UID_OFFSET
 from mucode.sandbox.pooled import PooledBackend
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,11 @@ class DockerPoolBackend(PooledBackend):
         """Every container gets uids of its own: RLIMIT_NPROC counts per uid across the host, so
         a fork bomb in one container must not exhaust a slot of another."""
         return [self.uid_base + i for i in range(self.containers * self.slots)]
+
+    @property
+    def build_uids(self) -> list[int]:
+        """The uids compile steps run as (one per slot: ``languages.BUILD_UID_OFFSET``)."""
+        return [uid + BUILD_UID_OFFSET for uid in self.slot_uids]
 
     @property
     def container_names(self) -> list[str]:

@@ -11,6 +11,7 @@ loop; nothing here blocks the event loop. The API version is negotiated with the
     docker run -d --network none --read-only --ipc none --cap-drop ALL --cap-add SETUID
       --cap-add SETGID --security-opt no-new-privileges --pids-limit P --memory M --memory-swap M
       --cpus C --cpu-shares 1024*S --tmpfs /scratch/<i>:size=..,uid=<uid_base+i>,mode=0700,nosuid,nodev,noexec
+      --tmpfs /build/<i>:size=..,uid=<uid_base+i+2000>,gid=<uid_base+i>,mode=0750,nosuid,nodev,exec
       -v <private host dir>:/run/mucode  IMAGE --socket /run/mucode/executor.sock --slots S ...
 
 (Docker's default seccomp profile applies, as with the CLI: nothing here turns it off.)
@@ -37,6 +38,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import docker.errors  # binds `docker` too (one import: ruff would file a bare `import docker` under the repo's docker/ dir)  # noqa: E501
+
+from mucode.sandbox.executor.languages import BUILD_UID_OFFSET
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +84,14 @@ def container_options(
         f"gid={uid},mode=0700"
         for i, uid in enumerate(range(uid_base, uid_base + slots))
     }
+    # The build dirs: the only exec mounts, written by the compile step's uid alone (languages.py).
+    tmpfs.update(
+        {
+            f"/build/{i}": f"rw,nosuid,nodev,exec,size={scratch_mb}m,nr_inodes=4096,uid={uid + BUILD_UID_OFFSET},"
+            f"gid={uid},mode=0750"
+            for i, uid in enumerate(range(uid_base, uid_base + slots))
+        }
+    )
     options: dict[str, Any] = {
         "image": image,
         "name": name,

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from mucode.sandbox.client import Endpoint, ExecutorError, SlotPool
 from mucode.sandbox.executor import EXECUTOR_DIR
+from mucode.sandbox.executor.languages import BUILD_UID_OFFSET
 from mucode.sandbox.pooled import PooledBackend
 
 logger = logging.getLogger(__name__)
@@ -143,6 +144,11 @@ class LocalBackend(PooledBackend):
     def slot_uids(self) -> list[int]:
         return [self.uid_base + i for i in range(self.slots)]
 
+    @property
+    def build_uids(self) -> list[int]:
+        """The uids compile steps run as (one per slot: ``languages.BUILD_UID_OFFSET``)."""
+        return [uid + BUILD_UID_OFFSET for uid in self.slot_uids]
+
     def _check_host(self) -> None:
         if os.geteuid() != 0:
             raise RuntimeError(
@@ -193,6 +199,7 @@ class LocalBackend(PooledBackend):
             str(self.scratch_mb),
             self.python,
             self._cgroup or "-",
+            str(BUILD_UID_OFFSET),
             *self.executor_args,
         ]
         log_path = self._workdir / "jail.log"

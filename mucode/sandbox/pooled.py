@@ -95,6 +95,7 @@ def to_outcome(frame: dict[str, Any], verdict: Status) -> TestOutcome:
         cpu_s=float(frame.get("cpu_s", 0.0)),
         peak_memory_mb=float(frame.get("peak_memory_mb", 0.0)),
         limit_hit=frame.get("limit_hit"),
+        compile=frame.get("compile") if isinstance(frame.get("compile"), dict) else None,
     )
 
 
@@ -347,6 +348,10 @@ class PooledBackend:
         }
         if run.wall_limit_s is not None:
             request["wall_limit_s"] = run.wall_limit_s
+        if run.files:
+            request["files"] = dict(run.files)
+        if run.compile_time_limit_s is not None:
+            request["compile_time_limit_s"] = run.compile_time_limit_s
         frames, error = await self._run(
             request, lambda _: False, max(run.time_limit_s, run.wall_limit_s or 0.0)
         )

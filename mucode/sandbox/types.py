@@ -13,7 +13,7 @@ separate sandbox run after the program's (checker_program.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from mucode.protocol import Status
 
@@ -59,6 +59,7 @@ class CodeJob:
     program: str
     tests: TestSpec
     language: str = "python"
+    """A name in the executor's table (sandbox/languages.py): python, cpp, java, ..."""
     checker: str = "code_contests"
     """A name in :data:`mucode.sandbox.checkers.CHECKERS` (the one list of checker names)."""
     checker_program: CheckerProgram | None = None
@@ -87,6 +88,9 @@ class TestOutcome:
     peak_memory_mb: float
     limit_hit: str | None
     """None, or which limit ended the run: "cpu_time", "wall_time", "memory", "output"."""
+    compile: dict[str, Any] | None = None
+    """A compiled language's first test: its compile step (``wall_s``, ``cpu_s``, ``stdout``,
+    ``stderr``, ``exit_code``). A ``compile_error`` outcome is the compile step itself."""
 
 
 @dataclass
@@ -112,3 +116,7 @@ class RawRun:
     memory_limit_mb: int = 1024
     wall_limit_s: float | None = None
     """Wall-clock seconds; None: the executor's default (a multiple of ``time_limit_s``)."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Relative path -> base64 content, written into the run's dir (and the build dir) first."""
+    compile_time_limit_s: float | None = None
+    """CPU seconds of the compile step; None: the executor's (a larger value is cut to it)."""

@@ -185,7 +185,11 @@ class RunCodeRequest(BaseModel):
         ),
     )
     memory_limit_MB: int = Field(default=-1, description="-1: the default (1024 MB).")
-    files: dict[str, str | None] = Field(default_factory=dict, description="Not supported: must be empty.")
+    files: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="Relative path -> base64 content, written into the program's working dir (and, for "
+        "a compiled language, beside its source) before it runs; a null content is skipped.",
+    )
     fetch_files: list[str] = Field(default_factory=list, description="Not supported: must be empty.")
 
 

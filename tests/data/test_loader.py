@@ -12,6 +12,7 @@ from mucode.eval.data import MATH_DATA_DIR as SHARED_MATH  # the copies shipped 
 
 from mucode.data import CODE_INSTRUCTION, MATH_INSTRUCTION, load_task_set, load_tasks
 from mucode.data.files import select_split_files
+from mucode.data.schemas import reference_items
 
 
 def _cc_row(name: str, description: str = "Print the sum.", **overrides: object) -> dict:
@@ -237,3 +238,24 @@ def test_bad_sources_say_how_to_fix(tmp_path: Path) -> None:
         load_tasks(str(path), "math", schema="nope")
     with pytest.raises(ValueError, match="task must be"):
         load_tasks(str(path), "poetry")  # type: ignore[arg-type]
+
+
+def test_code_contests_keeps_reference_programs_per_language(tmp_path: Path) -> None:
+    solutions = {
+        "language": [1, 2, 2, 2, 4, 3, 9],
+        "solution": ["print 1", "c1", "c2", "c3", "j1", "p1", "?"],
+    }
+    path = _write_parquet(
+        tmp_path / "cc" / "train-00000-of-00001.parquet", [_cc_row("refs", solutions=solutions)]
+    )
+    record = load_task_set(str(path), "code").records[0]
+    assert record.meta["references"] == [
+        {"language": "cpp", "program": "c1"},
+        {"language": "cpp", "program": "c2"},  # at most two per language
+        {"language": "java", "program": "j1"},
+        {"language": "python", "program": "p1"},  # Python 2 (1) and unknown ids are left out
+    ]
+    items = reference_items(record)
+    assert [i["spec"]["language"] for i in items] == ["cpp", "cpp", "java", "python"]
+    assert all(i["spec"]["extract"] == "none" and i["spec"]["tests"] == record.spec["tests"] for i in items)
+    assert [i["response"] for i in items] == ["c1", "c2", "j1", "p1"]

@@ -243,7 +243,9 @@ def test_exec_language_entry(sb: Handle) -> None:
 def test_compiled_language_entry_compiles_once_and_runs_per_test(sb: Handle) -> None:
     """The table's compile path (what C++ uses): build once per job, run the output per test."""
     program, inputs, outputs = A_PLUS_B
-    counting = program + "\nimport os\nprint(len(os.listdir('build')), file=__import__('sys').stderr)"
+    counting = (
+        program + "\nimport os, sys\nprint(len(os.listdir(os.path.dirname(sys.argv[0]))), file=sys.stderr)"
+    )
     r = sb.judge(CodeJob(counting, TestSpec("stdio", inputs[:3], outputs[:3]), language="python-pyc"))
     assert r.verdict is Status.correct, [t.stderr for t in r.tests]
     assert [t.stderr.strip() for t in r.tests] == ["2"] * 3  # source + build output, built once

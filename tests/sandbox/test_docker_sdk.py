@@ -85,8 +85,14 @@ def test_every_hardening_option_is_set_on_the_created_container() -> None:
         assert hc["Memory"] == hc["MemorySwap"] == 700 << 20  # no swap beyond the memory limit
         assert hc["NanoCpus"] == 1_500_000_000 and hc["CpuShares"] == 2048
         assert hc["Tmpfs"] == {
-            f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size=32m,nr_inodes=32768,uid={u},gid={u},mode=0700"
-            for i, u in enumerate((11100, 11101))
+            **{
+                f"/scratch/{i}": f"rw,nosuid,nodev,noexec,size=32m,nr_inodes=32768,uid={u},gid={u},mode=0700"
+                for i, u in enumerate((11100, 11101))
+            },
+            **{  # the build dirs: exec, owned by the build uid (slot uid + 2000), group the slot uid
+                f"/build/{i}": f"rw,nosuid,nodev,exec,size=32m,nr_inodes=4096,uid={u + 2000},gid={u},mode=0750"
+                for i, u in enumerate((11100, 11101))
+            },
         }
         # -1000 unless this daemon may not lower it (the pool then starts its containers without it)
         assert hc["OomScoreAdj"] == (h.backend.oom_score_adj or 0)  # type: ignore[attr-defined]
@@ -134,6 +140,10 @@ def test_every_hardening_option_is_set_on_the_created_container() -> None:
             "/scratch/0:rw,nosuid,nodev,noexec,size=32m,nr_inodes=32768,uid=11100,gid=11100,mode=0700",
             "--tmpfs",
             "/scratch/1:rw,nosuid,nodev,noexec,size=32m,nr_inodes=32768,uid=11101,gid=11101,mode=0700",
+            "--tmpfs",
+            "/build/0:rw,nosuid,nodev,exec,size=32m,nr_inodes=4096,uid=13100,gid=11100,mode=0750",
+            "--tmpfs",
+            "/build/1:rw,nosuid,nodev,exec,size=32m,nr_inodes=4096,uid=13101,gid=11101,mode=0750",
             *(["--oom-score-adj", "-1000"] if h.backend.oom_score_adj else []),  # type: ignore[attr-defined]
             "-v",
             f"{sock_dir}:/run/mucode",

@@ -230,7 +230,7 @@ def test_run_code_drives_verls_sandbox_fusion_client(url: str) -> None:
 
 
 def test_run_code_rejects_what_it_cannot_run(url: str) -> None:
-    r = httpx.post(f"{url}/run_code", json={"code": "int main(){}", "language": "cpp"})
+    r = httpx.post(f"{url}/run_code", json={"code": "fn main() {}", "language": "rust"})
     assert r.status_code == 422 and "python" in r.json()["problems"][0]
 
 
