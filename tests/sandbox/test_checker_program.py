@@ -1,7 +1,7 @@
 """Checker programs (testlib-style special judges) run in the sandbox after the judged program, on
 both backends: verdicts by exit code, a failed checker scored as a wrong answer (never an
 infrastructure status), the program unable to reach the checker, and the C++ wrapper compiled with
-this host's g++ (the executor has no cpp language yet: the wrapper is checked outside the sandbox).
+this host's g++ and run as a C++ checker inside the sandbox.
 """
 
 from __future__ import annotations
@@ -239,3 +239,38 @@ def test_a_code_contests_problem_with_several_answers_is_judged(sb: Handle, tmp_
         item = Item(id="x", program="code", response=f"```python\n{program}\n```", spec=record.spec)
         verdicts.append(sb.call(CodeReward().score(item, ctx)).status.value)
     assert verdicts == ["correct", "correct", "wrong_answer"]
+
+
+CPP_PERMUTATION = r"""
+#include <algorithm>
+#include <fstream>
+#include <vector>
+int main(int argc, char *argv[]) {
+  if (argc != 4) return 9;
+  std::ifstream in(argv[1]), out(argv[2]);
+  long n = 0;
+  in >> n;
+  std::vector<long> got;
+  for (long v; out >> v;) got.push_back(v);
+  if ((long)got.size() != n) return 1;
+  std::sort(got.begin(), got.end());
+  for (long i = 0; i < n; ++i)
+    if (got[i] != i + 1) return 1;
+  return 0;
+}
+"""
+
+
+def test_a_cpp_checker_program_judges_in_the_sandbox(sb: Handle) -> None:
+    """The C++ wrapper compiled by the executor (build dir, exec allowed there only) re-executes
+    itself with the three files: any permutation is accepted, anything else is a wrong answer."""
+    checker = CheckerProgram(CPP_PERMUTATION, language="cpp", time_limit_s=2.0)
+    ns = [1, 3, 5]
+    outputs = [" ".join(map(str, range(1, n + 1))) + "\n" for n in ns]
+
+    def judge(program: str) -> Any:
+        return sb.judge(stdio_job(program, [f"{n}\n" for n in ns], outputs, checker_program=checker))
+
+    assert judge(REVERSED).verdict is Status.correct
+    wrong = judge("print(1, 1, 2)")
+    assert wrong.verdict is Status.wrong_answer and "[checker: wrong answer]" in wrong.tests[0].stderr
