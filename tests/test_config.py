@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from plugin_dist import write_dist
 
 from mucode.algo import GRPOParams, M2POMode, M2POParams, MuGRPOParams, VetoScope
 from mucode.config import ConfigError, MucodeConfig, load_config, preset_names
@@ -254,14 +255,11 @@ def test_a_plugin_engine_is_selectable_and_built_by_name(tmp_path, monkeypatch: 
     from mucode.rollout.factory import ENGINES, make_engine
     from mucode.rollout.types import SamplingParams
 
-    (tmp_path / "echo_engine.py").write_text(
+    source = (
         "def build(model_path, sampling, **settings):\n"
         "    return ('echo-engine', model_path, sampling.max_new_tokens)\n"
     )
-    info = tmp_path / "echo_engine-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-engine\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[mucode.engines]\necho = echo_engine:build\n")
+    write_dist(tmp_path, "echo_engine", source, "mucode.engines", {"echo": "build"})
     monkeypatch.syspath_prepend(str(tmp_path))
     ENGINES.refresh()
     try:

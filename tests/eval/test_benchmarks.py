@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from plugin_dist import write_dist
 
 from mucode.cli.eval import resolve_protocol
 from mucode.config import load_config
@@ -102,13 +103,9 @@ BENCHMARK = Benchmark("wordcount", "Count a word (a test plug-in).", PROTOCOLS,
 @pytest.fixture
 def plugin_path(tmp_path: Path) -> Path:
     """A distribution on disk declaring a `wordcount` benchmark under `mucode.benchmarks`."""
-    root = tmp_path / "site"
-    info = root / "wordcount_plugin-1.0.dist-info"
-    info.mkdir(parents=True)
-    (root / "wordcount_plugin.py").write_text(_PLUGIN)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wordcount-plugin\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[mucode.benchmarks]\nwordcount = wordcount_plugin:BENCHMARK\n")
-    return root
+    return write_dist(
+        tmp_path / "site", "wordcount_plugin", _PLUGIN, "mucode.benchmarks", {"wordcount": "BENCHMARK"}
+    )
 
 
 def _mucode(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plugin_dist import write_dist
 
 from mucode.config import load_config
 from mucode.rollout import HFEngine, SamplingParams, make_engine
@@ -79,11 +80,7 @@ def test_an_engine_samples_with_the_params_it_was_given(tiny: tuple) -> None:
 
 def _install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> None:
     """A real ``mucode.engines`` entry point ``plugged`` (a dist-info on sys.path) naming ``module:build``."""
-    (tmp_path / f"{module}.py").write_text(source)
-    info = tmp_path / f"{module}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[mucode.engines]\nplugged = {module}:build\n")
+    write_dist(tmp_path, module, source, "mucode.engines", {"plugged": "build"})
     monkeypatch.syspath_prepend(str(tmp_path))
     ENGINES.refresh()
 

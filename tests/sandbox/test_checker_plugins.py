@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from plugin_dist import write_dist
 
 from mucode.sandbox.checkers import CHECKERS
 from mucode.sandbox.types import CheckerProgram
@@ -39,13 +40,12 @@ PERMUTATION = CheckerProgram(
 
 @pytest.fixture()
 def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    (tmp_path / "mucode_test_checkers.py").write_text(PLUGIN)
-    info = tmp_path / "mucode_test_checkers-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-checkers\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[mucode.checkers]\nsame_tokens = mucode_test_checkers:same_tokens\n"
-        "permutation = mucode_test_checkers:PERMUTATION\n"
+    write_dist(
+        tmp_path,
+        "mucode_test_checkers",
+        PLUGIN,
+        "mucode.checkers",
+        {"same_tokens": "same_tokens", "permutation": "PERMUTATION"},
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from plugin_dist import write_dist
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,16 +58,13 @@ class BrokenReward(ParityReward):
 @pytest.fixture(scope="session")
 def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory that, on sys.path, installs the ``parity`` and ``flaky`` reward programs."""
-    root = tmp_path_factory.mktemp("plugins")
-    (root / "mucode_test_rewards.py").write_text(PLUGIN_MODULE)
-    info = root / "mucode_test_rewards-0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-rewards\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(
-        "[mucode.rewards]\nparity = mucode_test_rewards:ParityReward\nflaky = mucode_test_rewards:FlakyReward\n"
-        "broken = mucode_test_rewards:BrokenReward\n"
+    return write_dist(
+        tmp_path_factory.mktemp("plugins"),
+        "mucode_test_rewards",
+        PLUGIN_MODULE,
+        "mucode.rewards",
+        {"parity": "ParityReward", "flaky": "FlakyReward", "broken": "BrokenReward"},
     )
-    return root
 
 
 @pytest.fixture()

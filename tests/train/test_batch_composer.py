@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+from plugin_dist import write_dist
 from scipy.stats import chi2
 
 from mucode.components import COMPOSERS
@@ -136,14 +137,8 @@ KEEP_FIRST = Component("keep_first", KeepFirstParams, KeepFirst, "test plug-in c
 def test_a_plugin_composer_is_found_through_its_entry_point_with_typed_params(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "site"
-    root.mkdir()
-    (root / "mucode_test_composer.py").write_text(PLUGIN)
-    info = root / "mucode_test_composer-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-composer\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[mucode.composers]\nkeep_first = mucode_test_composer:KEEP_FIRST\n"
+    root = write_dist(
+        tmp_path / "site", "mucode_test_composer", PLUGIN, "mucode.composers", {"keep_first": "KEEP_FIRST"}
     )
     monkeypatch.syspath_prepend(str(root))
     COMPOSERS.refresh()

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plugin_dist import write_dist
 from train_helpers import run_overrides, write_tasks
 
 from mucode.algo import OBJECTIVES
@@ -72,15 +73,12 @@ GROUP_MEAN = Objective(name="group_mean", params_type=GroupMeanParams, loss_fn=_
 @pytest.fixture()
 def objective_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The ``counting`` objective installed as a distribution on sys.path; yields its call log."""
-    root = tmp_path / "site"
-    root.mkdir()
-    (root / "mucode_test_objective.py").write_text(PLUGIN)
-    info = root / "mucode_test_objective-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mucode-test-objective\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[mucode.objectives]\ncounting = mucode_test_objective:COUNTING\n"
-        "group_mean = mucode_test_objective:GROUP_MEAN\n"
+    root = write_dist(
+        tmp_path / "site",
+        "mucode_test_objective",
+        PLUGIN,
+        "mucode.objectives",
+        {"counting": "COUNTING", "group_mean": "GROUP_MEAN"},
     )
     monkeypatch.syspath_prepend(str(root))
     log = tmp_path / "calls.log"
