@@ -82,6 +82,9 @@ class GeneratorStats:
     load_s: float = 0.0
     """Loading published policies into the engine."""
     loads: int = 0
+    """Policy versions loaded into the running engine."""
+    builds: int = 0
+    """Engines built (one per process start, unless an engine cannot be loaded in place)."""
     starts: int = 0
     """Process starts (1 + restarts after a crash)."""
 
