@@ -87,6 +87,9 @@ class GeneratorStats:
     """Engines built (one per process start, unless an engine cannot be loaded in place)."""
     starts: int = 0
     """Process starts (1 + restarts after a crash)."""
+    startup_s: float = 0.0
+    """The last start's seconds from the trainer's spawn to the engine ready on the base policy (Python,
+    imports, tokenizer, data, engine build): hidden where the trainer's own preparation takes longer."""
 
     @property
     def idle_ratio(self) -> float:

@@ -324,6 +324,7 @@ class Prepared:
     records: list[TaskRecord]
     engine: RolloutEngine
     base: PolicyVersion
+    startup_s: float = 0.0
 
 
 def prepare_generator(cfg: MucodeConfig) -> Prepared:
@@ -369,6 +370,7 @@ def run_generator(
     gen.stats = GeneratorStats.read(stats_path(run_dir, index))
     gen.stats.starts += 1
     gen.stats.builds += 1  # prepare_generator's
+    gen.stats.startup_s = prepared.startup_s
     gen.stats.write(stats_path(run_dir, index))
     try:
         for k in range(cfg.batch.num_stages):
@@ -402,6 +404,7 @@ def main(argv: list[str]) -> int:
     if first is None:
         return 3
     prepared = prepare_generator(MucodeConfig.model_validate(first["config"]))
+    prepared.startup_s = time.time() - float(first.get("spawned_at", time.time()))
     start = _message()
     if start is None:
         return 3

@@ -331,4 +331,5 @@ def async_totals(run_dir: Path, state: TrainerState, generators: int) -> dict[st
         "async/load_s_mean": sum(g.load_s for g in gens) / loads if loads else None,
         "async/generator_restarts": int(t.get("async/generator_restarts", 0.0)),
         "async/generator_starts": sum(g.starts for g in gens),
+        "async/generator_startup_s": max((g.startup_s for g in gens), default=0.0),
     }

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -67,7 +68,7 @@ class GeneratorPool:
             stdout=subprocess.DEVNULL,
             env=env,
         )
-        self._send(index, {"config": self.cfg.model_dump(mode="json")})
+        self._send(index, {"config": self.cfg.model_dump(mode="json"), "spawned_at": time.time()})
         if self.start_message is not None:
             self._send(index, {**self.start_message, "log": str(self.log(index))})
 
