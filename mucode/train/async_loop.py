@@ -73,17 +73,21 @@ def run_async_training(
     resume: bool = False,
     verifier: Verifier | None = None,
     on_update: UpdateHook = _no_hook,
+    pool: GeneratorPool | None = None,
 ) -> RunResult:
-    """Run (or resume) the asynchronous trainer of ``cfg`` (``asynchronous.enabled``) with its generators."""
+    """Run (or resume) the asynchronous trainer of ``cfg`` (``asynchronous.enabled``) with its generators
+    (``pool``: already started by the caller, see ``async_pool.start_generators``)."""
     if not cfg.asynchronous.enabled:
         raise ValueError("run_async_training needs asynchronous.enabled=true (else use run_training)")
     info = init_distributed(cfg.train.device)
     if info.enabled:
         raise ValueError("asynchronous.enabled runs one trainer process: start it without torchrun")
-    pool = GeneratorPool(cfg, run_path(cfg.train))
+    started = pool is not None
+    pool = pool if pool is not None else GeneratorPool(cfg, run_path(cfg.train))
     with contextlib.ExitStack() as stack:
         stack.push(lambda kind, err, tb: pool.stop(abort=kind is not None))  # a refused run: they go at once
-        pool.start()  # their start-up (imports, data, engine) overlaps the trainer's preparation
+        if not started:
+            pool.start()  # their start-up (imports, data, engine) overlaps the trainer's preparation
         run = prepare_run(cfg, info, resume=resume, records=None)
         stack.callback(run.close)
         verify = verifier if verifier is not None else stack.enter_context(open_verifier(cfg))

@@ -1,7 +1,9 @@
 """The trainer's generator processes: started first, told to go once the trainer is ready, restarted when
 they die.
 
-Start-up overlaps: :meth:`GeneratorPool.start` runs before the trainer loads its data and policy. Each
+Start-up overlaps: :meth:`GeneratorPool.start` runs before the trainer loads its data and policy
+(and, from ``mucode train``, before it imports torch: :func:`start_generators`; this module imports
+neither). Each
 process (``python -m mucode.train.async_generator``) gets the resolved config as its first stdin line
 and loads the tokenizer, the data and its engine meanwhile; :meth:`GeneratorPool.go` sends the second
 line (verifier URLs, its log file, the hand-off to join) when the trainer has prepared the run and
@@ -24,8 +26,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from mucode.config import MucodeConfig
+from mucode.train.plan import run_path
 
-__all__ = ["GeneratorPool"]
+__all__ = ["GeneratorPool", "start_generators"]
 
 
 class GeneratorPool:
@@ -104,3 +107,11 @@ class GeneratorPool:
                 proc.kill()
                 proc.wait()
         self.procs.clear()
+
+
+def start_generators(cfg: MucodeConfig) -> GeneratorPool:
+    """Start the run's generator processes now (``mucode train`` does so before importing torch, so that
+    their start-up overlaps the trainer's own); ``run_async_training(cfg, pool=...)`` takes them over."""
+    pool = GeneratorPool(cfg, run_path(cfg.train))
+    pool.start()
+    return pool
