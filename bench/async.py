@@ -1,16 +1,22 @@
 """Staged versus asynchronous μ-GRPO at equal updates, side by side in one run: wall time and idle ratios.
 
     .venv/bin/python bench/async.py [--config configs/tiny.yaml] [--task math] [--updates 8] [--mu 4]
-                                    [--delay 0.3] [--handoffs file,push] [--out runs/bench-async]
+                                    [--delay 0.3] [--ratio 2] [--handoffs file,push] [--out runs/bench-async]
                                     [key=value ...]
 
 Two regimes, each run staged and asynchronous on the same config (the tiny policy on the toy task by
 default) with the same number of updates and prompts:
 
-- ``slow engine``: every generated group costs ``--delay`` extra seconds (a sleep in the engine), so
-  generation is slower than training;
-- ``slow trainer``: every update costs ``--delay`` × prompts-per-update extra seconds (a sleep after
-  the update), so training is slower than generation.
+- ``slow engine``: every generated group costs ``--delay`` extra seconds (a sleep in the engine) and
+  every update ``--delay`` × prompts-per-update / ``--ratio`` (a sleep after it): generation is
+  ``--ratio`` times slower than training;
+- ``slow trainer``: the other way round (``--delay`` / ``--ratio`` per group, ``--delay`` ×
+  prompts-per-update per update).
+
+Staged, an update costs generation + training; overlapped, the larger of the two: the asynchronous
+mode can save at most the smaller side's time (with ``--ratio`` r, a stage takes r/(r + 1) of the
+staged time at best), and it pays its generator's start-up once. ``--ratio 0`` makes the faster side
+free (only the slower side sleeps): nothing to overlap.
 
 The staged run has μ = ``--mu`` updates per stage; the asynchronous one one generator, publishes every
 μ updates and admits a lag of 2μ updates (so the generator can work one stage ahead), once per weight
@@ -72,10 +78,15 @@ def slow_engine(cfg: MucodeConfig, policy_path: str, seed: int) -> Any:
 
 
 def _run(
-    mode: str, args: argparse.Namespace, engine_delay: float, trainer_delay: float, handoff: str = "file"
+    mode: str,
+    args: argparse.Namespace,
+    regime: str,
+    delays: tuple[float, float],
+    handoff: str = "file",
 ) -> dict[str, Any]:
+    engine_delay, trainer_delay = delays
     name = mode if mode == "staged" else f"async-{handoff}"
-    run_dir = args.out / f"{name}-{'slow-engine' if engine_delay else 'slow-trainer'}"
+    run_dir = args.out / f"{name}-{regime.replace(' ', '-')}"
     shutil.rmtree(run_dir, ignore_errors=True)
     mu = args.mu
     common = [
@@ -141,6 +152,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=8)
     parser.add_argument("--mu", type=int, default=4)
     parser.add_argument("--delay", type=float, default=0.3)
+    parser.add_argument("--ratio", type=float, default=2.0, help="slower side / faster side (0: faster free)")
     parser.add_argument("--handoffs", default="file,push", help="the asynchronous runs' weight hand-offs")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-async"))
     parser.add_argument("overrides", nargs="*")
@@ -151,12 +163,14 @@ def main() -> None:
     )
     prompts = int(load_config(args.config, args.overrides).batch.prompts_per_update)
     lines = []
+    fast = 1.0 / args.ratio if args.ratio > 0 else 0.0
     for regime, engine_delay, trainer_delay in (
-        ("slow engine", args.delay, 0.0),
-        ("slow trainer", 0.0, args.delay * prompts),
+        ("slow engine", args.delay, args.delay * prompts * fast),
+        ("slow trainer", args.delay * fast, args.delay * prompts),
     ):
-        staged = _run("staged", args, engine_delay, trainer_delay)
-        runs = [_run("async", args, engine_delay, trainer_delay, h) for h in args.handoffs.split(",")]
+        delays = (engine_delay, trainer_delay)
+        staged = _run("staged", args, regime, delays)
+        runs = [_run("async", args, regime, delays, h) for h in args.handoffs.split(",")]
         for r in (staged, *runs):
             lines.append(
                 f"{regime:<13} {r['mode']:<11} updates {r['updates']:>3}  wall {r['wall_s']:6.1f} s  stages "
