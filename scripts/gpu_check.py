@@ -23,7 +23,8 @@ in-process vLLM engine in the generator, loading each version in place). It prin
 trainer's and the generator's idle ratios, the mean publish and load times, the engines built and the
 largest staleness, and exits 1 if the bound was exceeded, a group was dropped, or a generator built
 its engine more than once (a version must load into the running engine). With two GPUs or more it
-also runs the nccl push test (``tests/train/test_async_push.py -m gpu``).
+also runs the nccl push test (``tests/train/test_async_push.py -m gpu``). ``--device cpu`` runs the
+same pass on a CPU (file and gloo push).
 """
 
 from __future__ import annotations
