@@ -1,25 +1,34 @@
 """Staged versus asynchronous μ-GRPO at equal updates, side by side in one run: wall time and idle ratios.
 
     .venv/bin/python bench/async.py [--config configs/tiny.yaml] [--task math] [--updates 8] [--mu 4]
-                                    [--delay 0.3] [--out runs/bench-async] [key=value ...]
+                                    [--delay 0.3] [--ratio 2] [--handoffs file,push] [--out runs/bench-async]
+                                    [key=value ...]
 
 Two regimes, each run staged and asynchronous on the same config (the tiny policy on the toy task by
 default) with the same number of updates and prompts:
 
-- ``slow engine``: every generated group costs ``--delay`` extra seconds (a sleep in the engine), so
-  generation is slower than training;
-- ``slow trainer``: every update costs ``--delay`` × prompts-per-update extra seconds (a sleep after
-  the update), so training is slower than generation.
+- ``slow engine``: every generated group costs ``--delay`` extra seconds (a sleep in the engine) and
+  every update ``--delay`` × prompts-per-update / ``--ratio`` (a sleep after it): generation is
+  ``--ratio`` times slower than training;
+- ``slow trainer``: the other way round (``--delay`` / ``--ratio`` per group, ``--delay`` ×
+  prompts-per-update per update).
+
+Staged, an update costs generation + training; overlapped, the larger of the two: the asynchronous
+mode can save at most the smaller side's time (with ``--ratio`` r, a stage takes r/(r + 1) of the
+staged time at best), and it pays its generator's start-up once. ``--ratio 0`` makes the faster side
+free (only the slower side sleeps): nothing to overlap.
 
 The staged run has μ = ``--mu`` updates per stage; the asynchronous one one generator, publishes every
-μ updates and admits a lag of 2μ updates (so the generator can work one stage ahead). Printed per run:
-wall seconds, the stages' seconds (``time/total``; for the asynchronous run also how much of it the
-first update waited, which is mostly the generator process starting: importing torch, loading the data
-and the policy), the trainer's idle ratio (asynchronous: measured; staged: rollout + verify + hand-over
-over the stages' time), the generator's idle ratio, the largest staleness, and the async/staged wall
-ratio. Both modes use the hf engine loaded from the handed-over policy (``train.weight_sync=disk``),
-and the asynchronous generator is a second process: on a machine with fewer free cores than
-processes the two compete for CPU, which the figures include.
+μ updates and admits a lag of 2μ updates (so the generator can work one stage ahead), once per weight
+hand-off of ``--handoffs``. The generator process starts before the trainer loads and keeps its engine
+across versions (loaded in place). Printed per run: wall seconds, the stages' seconds (``time/total``;
+for the asynchronous run also how much of it the first update waited for its groups: what is left of
+the generator's start-up once it overlapped the trainer's), the trainer's idle ratio (asynchronous:
+measured; staged: rollout + verify + hand-over over the stages' time), the generator's idle ratio, the
+largest staleness, and the async/staged wall ratio. Both modes use the hf engine (staged: loaded from
+the handed-over policy, ``train.weight_sync=disk``), and the asynchronous generator is a second
+process: on a machine with fewer free cores than processes the two compete for CPU, which the figures
+include.
 """
 
 from __future__ import annotations
@@ -68,8 +77,16 @@ def slow_engine(cfg: MucodeConfig, policy_path: str, seed: int) -> Any:
     return _Slow(build_engine(plain, policy_path, seed), float(os.environ.get(DELAY_ENV, "0")))
 
 
-def _run(mode: str, args: argparse.Namespace, engine_delay: float, trainer_delay: float) -> dict[str, Any]:
-    run_dir = args.out / f"{mode}-{'slow-engine' if engine_delay else 'slow-trainer'}"
+def _run(
+    mode: str,
+    args: argparse.Namespace,
+    regime: str,
+    delays: tuple[float, float],
+    handoff: str = "file",
+) -> dict[str, Any]:
+    engine_delay, trainer_delay = delays
+    name = mode if mode == "staged" else f"async-{handoff}"
+    run_dir = args.out / f"{name}-{regime.replace(' ', '-')}"
     shutil.rmtree(run_dir, ignore_errors=True)
     mu = args.mu
     common = [
@@ -89,6 +106,7 @@ def _run(mode: str, args: argparse.Namespace, engine_delay: float, trainer_delay
             f"asynchronous.sync_every={mu}",
             f"asynchronous.max_lag_updates={2 * mu}",
             "asynchronous.engine_factory=async:slow_engine",
+            f"asynchronous.handoff={handoff}",
         ]
     cfg = load_config(args.config, common)
     os.environ[DELAY_ENV] = str(engine_delay)
@@ -113,10 +131,11 @@ def _run(mode: str, args: argparse.Namespace, engine_delay: float, trainer_delay
     ]
     startup = float(rows[0].get("async/wait_s", 0.0)) if rows else 0.0
     return {
-        "mode": mode,
+        "mode": name,
         "wall_s": wall,
         "loop_s": float(totals.get("time/total", 0.0)),
         "startup_s": startup,
+        "gen_startup_s": float(totals.get("async/generator_startup_s") or 0.0),
         "updates": result.state.global_update,
         "trainer_idle": trainer_idle,
         "generator_idle": generator_idle,
@@ -133,6 +152,8 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=8)
     parser.add_argument("--mu", type=int, default=4)
     parser.add_argument("--delay", type=float, default=0.3)
+    parser.add_argument("--ratio", type=float, default=2.0, help="slower side / faster side (0: faster free)")
+    parser.add_argument("--handoffs", default="file,push", help="the asynchronous runs' weight hand-offs")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-async"))
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
@@ -142,24 +163,28 @@ def main() -> None:
     )
     prompts = int(load_config(args.config, args.overrides).batch.prompts_per_update)
     lines = []
+    fast = 1.0 / args.ratio if args.ratio > 0 else 0.0
     for regime, engine_delay, trainer_delay in (
-        ("slow engine", args.delay, 0.0),
-        ("slow trainer", 0.0, args.delay * prompts),
+        ("slow engine", args.delay, args.delay * prompts * fast),
+        ("slow trainer", args.delay * fast, args.delay * prompts),
     ):
-        staged = _run("staged", args, engine_delay, trainer_delay)
-        asynchronous = _run("async", args, engine_delay, trainer_delay)
-        for r in (staged, asynchronous):
+        delays = (engine_delay, trainer_delay)
+        staged = _run("staged", args, regime, delays)
+        runs = [_run("async", args, regime, delays, h) for h in args.handoffs.split(",")]
+        for r in (staged, *runs):
             lines.append(
-                f"{regime:<13} {r['mode']:<7} updates {r['updates']:>3}  wall {r['wall_s']:6.1f} s  stages "
-                f"{r['loop_s']:6.1f} s (of which waiting for the first group {r['startup_s']:5.1f} s)  "
+                f"{regime:<13} {r['mode']:<11} updates {r['updates']:>3}  wall {r['wall_s']:6.1f} s  stages "
+                f"{r['loop_s']:6.1f} s (first update waited {r['startup_s']:5.1f} s; generator start-up "
+                f"{r['gen_startup_s']:4.1f} s)  "
                 f"trainer idle {100 * (r['trainer_idle'] or 0):5.1f}%  generator idle "
                 f"{100 * (r['generator_idle'] or 0):5.1f}%  max staleness {r['staleness_max']}"
             )
-        steady = (asynchronous["loop_s"] - asynchronous["startup_s"]) / max(1e-9, staged["loop_s"])
-        lines.append(
-            f"{regime:<13} async/staged: wall {asynchronous['wall_s'] / staged['wall_s']:.2f}, stages without "
-            f"the generator's start {steady:.2f}"
-        )
+        for r in runs:
+            steady = (r["loop_s"] - r["startup_s"]) / max(1e-9, staged["loop_s"])
+            lines.append(
+                f"{regime:<13} {r['mode']}/staged: wall {r['wall_s'] / staged['wall_s']:.2f}, stages without "
+                f"the first wait {steady:.2f}"
+            )
     print("\n".join(lines))
 
 

@@ -340,6 +340,13 @@ class AsyncConfig(_Section):
     engine_factory: str | None = None
     """`module:function` building a generator's engine as `function(cfg, policy_path, seed)`; None: the
     engine `rollout.engine` names, loaded from the published policy."""
+    handoff: Literal["file", "push"] = "file"
+    """How policy versions reach the generators (`mucode.train.async_handoff`): `file` (versioned directories
+    and an atomic pointer) or `push` (a torch.distributed broadcast from the trainer's memory into each
+    generator's running engine; `push_backend` says over what)."""
+    push_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """The `push` hand-off's backend: `nccl` (GPU to GPU; the generators on GPUs of their own), `gloo`
+    (through CPU memory), `auto`: nccl when the trainer trains on a GPU and `generator_devices` is set."""
 
 
 TASK_PROMPTS_PER_UPDATE: dict[str, int] = {"math": 32, "code": 16}

@@ -15,11 +15,16 @@ stage 0's groups with their advantages), which must go down: the script exits 1 
 
 The stand-in tokenizer maps ids to text as numbers (the model is random; nothing reads the text).
 
-``--async`` runs the asynchronous pass instead (``mucode.train.async_loop``): the tiny policy on the
-toy task with one generator process and the trainer on the same device, publishing every 2 updates
-with a lag bound of 4; it prints the trainer's and the generator's idle ratios, the mean publish and
-load times and the largest staleness, and exits 1 if the bound was exceeded or a group was dropped.
-Not run on a GPU yet (this repository's machines have none): ``gpu``-untested.
+``--async RUN_DIR`` runs the asynchronous pass instead (``mucode.train.async_loop``): the tiny policy
+on the toy task with one generator process, publishing every 2 updates with a lag bound of 4, once per
+weight hand-off (``--handoff file,push``; push goes over nccl when there is a second GPU for the
+generator, else over gloo on the one GPU both share) and engine (``--engine hf`` or ``vllm``: the
+in-process vLLM engine in the generator, loading each version in place). It prints per run the
+trainer's and the generator's idle ratios, the mean publish and load times, the engines built and the
+largest staleness, and exits 1 if the bound was exceeded, a group was dropped, or a generator built
+its engine more than once (a version must load into the running engine). With two GPUs or more it
+also runs the nccl push test (``tests/train/test_async_push.py -m gpu``). ``--device cpu`` runs the
+same pass on a CPU (file and gloo push).
 """
 
 from __future__ import annotations
@@ -224,44 +229,78 @@ def run_stage(
     return row, fixed
 
 
-def async_pass(device: str, run_dir: str) -> int:
-    """The asynchronous pass (see the module doc); 0 when the lag bound held and nothing was dropped."""
+def async_pass(device: str, run_dir: str, handoffs: list[str], engine: str) -> int:
+    """The asynchronous pass (see the module doc); 0 when every run held the bound on a warm engine."""
+    from pathlib import Path
+
     from mucode.train.async_loop import run_async_training
 
-    cfg = load_config(
-        "tiny",
-        [
-            f"train.device={device}",
-            f"train.run_dir={run_dir}",
-            "train.progress=false",
-            "train.tensorboard=false",
-            "train.final_rollout_prompts=0",
-            "batch.updates_per_stage=4",
-            "batch.num_stages=2",
-            "asynchronous.enabled=true",
-            "asynchronous.sync_every=2",
-            "asynchronous.max_lag_updates=4",
-        ],
-    )
-    totals = run_async_training(cfg).summary.get("totals", {})
-    keys = [
-        "async/trainer_idle_ratio",
-        "async/generator_idle_ratio",
-        "async/publish_s_mean",
-        "async/load_s_mean",
-    ]
-    print("async pass: " + ", ".join(f"{k}={totals.get(k)}" for k in keys), flush=True)
-    ok = totals.get("async/staleness_max", 99) <= 4 and totals.get("async/dropped_for_age", 1) == 0
-    print(
-        f"async pass: staleness max {totals.get('async/staleness_max')} (bound 4): {'ok' if ok else 'NOT ok'}"
-    )
-    return 0 if ok else 1
+    two_gpus = torch.cuda.is_available() and torch.cuda.device_count() > 1
+    failed = 0
+    for handoff in handoffs:
+        extra = [f"asynchronous.handoff={handoff}", f"rollout.engine={engine}"]
+        if two_gpus:
+            extra += ["asynchronous.generator_devices=[1]"]  # the trainer on GPU 0; push: nccl
+        if engine == "vllm":
+            extra += ["rollout.gpu_memory_utilization=0.3"]
+        cfg = load_config(
+            "tiny",
+            [
+                f"train.device={device}",
+                f"train.run_dir={Path(run_dir) / f'{handoff}-{engine}'}",
+                "train.progress=false",
+                "train.tensorboard=false",
+                "train.final_rollout_prompts=0",
+                "batch.updates_per_stage=4",
+                "batch.num_stages=2",
+                "asynchronous.enabled=true",
+                "asynchronous.sync_every=2",
+                "asynchronous.max_lag_updates=4",
+                *extra,
+            ],
+        )
+        totals = run_async_training(cfg).summary.get("totals", {})
+        gen = json.loads((Path(cfg.train.run_dir) / "async" / "gen-00.json").read_text())
+        keys = [
+            "async/trainer_idle_ratio",
+            "async/generator_idle_ratio",
+            "async/publish_s_mean",
+            "async/load_s_mean",
+        ]
+        label = f"async pass ({handoff}, {engine}{', 2 GPUs' if two_gpus else ''})"
+        print(
+            f"{label}: "
+            + ", ".join(f"{k}={totals.get(k)}" for k in keys)
+            + f", engines built {gen['builds']}"
+        )
+        ok = (
+            totals.get("async/staleness_max", 99) <= 4
+            and totals.get("async/dropped_for_age", 1) == 0
+            and gen["builds"] == 1
+            and gen["loads"] >= 1
+        )
+        print(
+            f"{label}: staleness max {totals.get('async/staleness_max')} (bound 4): {'ok' if ok else 'NOT ok'}"
+        )
+        failed += not ok
+    if two_gpus:
+        import subprocess
+
+        test = Path(__file__).resolve().parents[1] / "tests" / "train" / "test_async_push.py"
+        code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-m", "gpu", str(test)])
+        print(f"nccl push test: {'ok' if code == 0 else 'NOT ok'}")
+        failed += code != 0
+    return 0 if failed == 0 else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--async", dest="asynchronous", metavar="RUN_DIR", help="run the asynchronous pass in RUN_DIR"
+    )
+    parser.add_argument("--handoff", default="file,push", help="--async: the weight hand-offs to run")
+    parser.add_argument(
+        "--engine", default="hf", choices=["hf", "vllm"], help="--async: the generator's engine"
     )
     parser.add_argument("--tiny", action="store_true", help="a tiny model shape (CPU smoke run)")
     parser.add_argument("--device", default="auto")
@@ -276,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.asynchronous:
-        return async_pass(args.device if args.device != "auto" else "auto", args.asynchronous)
+        return async_pass(args.device, args.asynchronous, args.handoff.split(","), args.engine)
     device = torch.device(
         args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     )

@@ -13,6 +13,7 @@ import typer
 
 from mucode.cli.options import resolve_config
 from mucode.config import ConfigError
+from mucode.train.async_pool import start_generators
 from mucode.train.export import CheckpointError, export_checkpoint
 from mucode.train.plot import plot_run
 from mucode.train.report import load_run, plot_accuracy, render_report
@@ -55,16 +56,20 @@ def train(
 ) -> None:
     """Run staged μ-GRPO: generate → verify → store → optimize (μ updates) → checkpoint → hand over, per stage
     (or, with asynchronous.enabled, generator processes and the trainer at once)."""
+    cfg = resolve_config(config, _overrides(task, run_dir, overrides))
+    pool = start_generators(cfg) if cfg.asynchronous.enabled else None  # their imports overlap ours
+    from transformers.utils import logging as hf_logging  # lazy: transformers
+
     from mucode.train.async_loop import run_async_training  # lazy: torch
     from mucode.train.loop import ResumeError, run_training  # lazy: torch
-
-    cfg = resolve_config(config, _overrides(task, run_dir, overrides))
-    from transformers.utils import logging as hf_logging  # lazy: transformers
 
     hf_logging.disable_progress_bar()  # weight-loading bars would drown the trainer's own
 
     try:
-        result = (run_async_training if cfg.asynchronous.enabled else run_training)(cfg, resume=resume)
+        if pool is not None:
+            result = run_async_training(cfg, resume=resume, pool=pool)
+        else:
+            result = run_training(cfg, resume=resume)
     except (ResumeError, ConfigError) as err:
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None

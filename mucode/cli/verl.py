@@ -14,6 +14,7 @@ from mucode.cli.options import resolve_config
 from mucode.config import MucodeConfig
 from mucode.data import load_tasks
 from mucode.integrations.verl import config as vc
+from mucode.integrations.verl import fully_async as fa
 from mucode.integrations.verl.config import write_verl_parquet
 
 __all__ = ["register"]
@@ -50,6 +51,12 @@ def verl_config(
     ] = None,
     gpus_per_node: Annotated[int, typer.Option(min=1)] = 8,
     nnodes: Annotated[int, typer.Option(min=1)] = 1,
+    rollout_gpus: Annotated[
+        int | None,
+        typer.Option(
+            help="asynchronous.enabled: GPUs of each node that generate (default: half); the rest train."
+        ),
+    ] = None,
     project: Annotated[str, typer.Option(help="trainer.project_name")] = "mucode",
     as_yaml: Annotated[
         bool, typer.Option("--yaml", help="Print the nested config file instead of command-line overrides.")
@@ -61,7 +68,7 @@ def verl_config(
     config file) to add to your own verl command."""
 
     cfg = resolve_config(config, ([f"data.task={task}"] if task else []) + list(overrides or []))
-    refusal = vc.verl_async_refusal(cfg) or vc.verl_refusal(cfg)  # async, replay, AGPO, ConSPO, plug-ins
+    refusal = vc.verl_refusal(cfg)  # replay, AGPO, ConSPO, plug-ins
     if refusal is not None:
         typer.secho(refusal, fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
@@ -75,13 +82,15 @@ def verl_config(
         nnodes=nnodes,
         project=project,
     )
-    if output is not None:
+    if cfg.asynchronous.enabled:  # verl's fully_async_policy
+        _async_run(cfg, run, output, as_yaml, rollout_gpus)
+    elif output is not None:
         _write_run(cfg, run, output)
     elif as_yaml:
         typer.echo(yaml.safe_dump(vc.verl_run_config(cfg, run), sort_keys=False, allow_unicode=True).rstrip())
     else:
         typer.echo(vc.verl_command(cfg))
-    for warning in vc.verl_warnings(cfg):
+    for warning in fa.verl_async_warnings(cfg) if cfg.asynchronous.enabled else vc.verl_warnings(cfg):
         typer.secho(f"note: {warning}", fg=typer.colors.YELLOW, err=True)
 
 
@@ -101,6 +110,26 @@ def _write_run(cfg: MucodeConfig, run: vc.VerlRun, output: Path) -> None:
             err=True,
         )
     typer.echo(command)
+
+
+def _async_run(
+    cfg: MucodeConfig, run: vc.VerlRun, output: Path | None, as_yaml: bool, rollout_gpus: int | None
+) -> None:
+    try:
+        if output is not None:
+            path, command = fa.write_verl_async_run(
+                cfg, run if run.train_files else _convert_data(cfg, run, output), output, rollout_gpus
+            )
+            typer.echo(f"wrote {path}")
+            typer.echo(command)
+        elif as_yaml:
+            tree = fa.verl_async_run_config(cfg, run, rollout_gpus)
+            typer.echo(yaml.safe_dump(tree, sort_keys=False, allow_unicode=True).rstrip())
+        else:
+            typer.echo(fa.verl_async_command(cfg, rollout_gpus, run.gpus_per_node))
+    except ValueError as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
 
 
 def _convert_data(cfg: MucodeConfig, run: vc.VerlRun, output: Path) -> vc.VerlRun:

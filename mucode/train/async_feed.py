@@ -82,8 +82,14 @@ class GeneratorStats:
     load_s: float = 0.0
     """Loading published policies into the engine."""
     loads: int = 0
+    """Policy versions loaded into the running engine."""
+    builds: int = 0
+    """Engines built (one per process start, unless an engine cannot be loaded in place)."""
     starts: int = 0
     """Process starts (1 + restarts after a crash)."""
+    startup_s: float = 0.0
+    """The last start's seconds from the trainer's spawn to the engine ready on the base policy (Python,
+    imports, tokenizer, data, engine build): hidden where the trainer's own preparation takes longer."""
 
     @property
     def idle_ratio(self) -> float:

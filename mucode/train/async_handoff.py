@@ -15,11 +15,10 @@ never reads a half-written policy (tested with a writer killed mid-publish). The
 versions stay on disk; a reader whose directory was deleted under it (it fell ``keep`` versions
 behind while loading) reads the pointer again (:func:`load_latest`).
 
-Limits: on GPUs mucode's in-memory push (``mucode.rollout.vllm_colocated``: sleep mode and
-``load_weights``) works only for an engine in the trainer's own process; the asynchronous mode runs
-generators as separate processes (on their own GPUs), where an in-memory push needs a collective
-group between trainer and engines (verl's ``fully_async_policy`` uses NCCL). That is not implemented:
-:func:`make_handoff` gives the file hand-off there too (AReaL's disk mode), ``gpu``-untested here.
+The other implementation, ``asynchronous.handoff=push`` (``mucode.train.async_push``), broadcasts the
+weights from the trainer's memory over a torch.distributed pair group per generator (nccl on GPUs,
+gloo on CPU), each message closed by a version trailer. Either way a generator loads a new version
+into its running engine (``mucode.train.async_engine``), it does not start a new one.
 """
 
 from __future__ import annotations
@@ -28,10 +27,10 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["FileHandoff", "PolicyHandoff", "PolicyVersion", "load_latest", "make_handoff"]
 
@@ -44,14 +43,19 @@ class PolicyVersion:
     version: int
     """The trainer's update count when this policy was published."""
     path: str
-    """Where the policy lies (an HF directory; the base model's path for version 0)."""
+    """Where the policy lies (an HF directory; the base model's path for version 0; empty when pushed)."""
+    weights: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The policy's tensors by HF name when they came in memory (the push hand-off), else None."""
 
 
 class PolicyHandoff(Protocol):
     """How policy versions go from the trainer to the generators."""
 
-    def publish(self, version: int, save: Callable[[Path], None]) -> float:
-        """Make ``version`` the latest; ``save(directory)`` writes the policy. Returns the seconds it took."""
+    def publish(
+        self, version: int, save: Callable[[Path], None], tensors: Callable[[], Iterable[tuple[str, Any]]]
+    ) -> float:
+        """Make ``version`` the latest: ``save(directory)`` writes the policy, ``tensors()`` gives its
+        ``(hf_name, tensor)`` pairs (each implementation uses one). Returns the seconds it took the trainer."""
         ...
 
     def publish_path(self, version: int, path: str) -> None:
@@ -60,6 +64,10 @@ class PolicyHandoff(Protocol):
 
     def latest(self) -> PolicyVersion | None:
         """The newest complete version, or None before the first publish."""
+        ...
+
+    def drop_after(self, version: int) -> None:
+        """On resume: forget versions newer than the checkpoint (never consumed by the resumed trainer)."""
         ...
 
 
@@ -94,7 +102,12 @@ class FileHandoff:
     def publish_path(self, version: int, path: str) -> None:
         self._write_pointer(version, path)
 
-    def publish(self, version: int, save: Callable[[Path], None]) -> float:
+    def publish(
+        self,
+        version: int,
+        save: Callable[[Path], None],
+        tensors: Callable[[], Iterable[tuple[str, Any]]] | None = None,
+    ) -> float:
         start = time.perf_counter()
         final = self.root / f"v-{version:08d}"
         tmp = self.root / f".v-{version:08d}.tmp"
@@ -124,7 +137,7 @@ class FileHandoff:
         return PolicyVersion(version=int(obj["version"]), path=str(obj["path"]))
 
     def drop_after(self, version: int) -> None:
-        """On resume: forget versions newer than the checkpoint (never consumed by the resumed trainer)."""
+        """On resume: forget versions newer than the checkpoint."""
         for path in self.root.glob("v-[0-9]*"):
             if int(path.name.removeprefix("v-")) > version:
                 shutil.rmtree(path, ignore_errors=True)

@@ -2,12 +2,14 @@
 
 :func:`run_async_training` prepares the run as the staged trainer does (``mucode.train.prepare``:
 checks, data, policy, resume, the same :class:`~mucode.train.optimize.Updater`), publishes version 0
-(the base policy), starts ``asynchronous.generators`` generator processes
-(``mucode.train.async_generator``) and then makes the run's updates in order: update ``u`` waits for
+(the base policy), lets its ``asynchronous.generators`` generator processes go (started before the
+preparation, so that their start-up overlaps it: ``mucode.train.async_pool``) and then makes the run's
+updates in order: update ``u`` waits for
 its own slots' groups (``mucode.train.async_feed``), trains on them with the configured objective
 (μ-GRPO's clip and veto against the stored behaviour log-probs, whatever version sampled them), and
 every ``asynchronous.sync_every`` updates checkpoints and publishes its weights
-(``mucode.train.async_handoff``). When a stage's updates are done its generators' stores become one
+(``asynchronous.handoff``: ``file``, ``mucode.train.async_handoff``, or ``push``,
+``mucode.train.async_push``). When a stage's updates are done its generators' stores become one
 complete stage store, and the stage gets its record (staleness histogram included).
 
 Crash safety: the trainer checkpoints *before* every publish, so a published version is always one a
@@ -20,8 +22,8 @@ exits by itself.
 
 Deviations and limits: one trainer process (no torchrun); ``train.checkpoint_every`` is replaced by
 ``asynchronous.sync_every`` (a checkpoint at every publish: for large models this costs the optimizer
-state's write every ``sync_every`` updates); ``train.weight_sync`` does not apply (the hand-off is
-the file one); groups older than ``max_lag_updates`` cannot reach the trainer (admission control),
+state's write every ``sync_every`` updates); ``train.weight_sync`` does not apply
+(``asynchronous.handoff`` does); groups older than ``max_lag_updates`` cannot reach the trainer (admission control),
 and would be dropped and counted (``async/dropped_for_age``) if they did.
 """
 
@@ -29,13 +31,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from mucode.config import MucodeConfig
 from mucode.train.async_feed import (
@@ -46,10 +47,13 @@ from mucode.train.async_feed import (
     stats_path,
     update_slots,
 )
-from mucode.train.async_handoff import FileHandoff, make_handoff
+from mucode.train.async_handoff import PolicyHandoff, make_handoff
+from mucode.train.async_pool import GeneratorPool
+from mucode.train.async_push import PushHandoff, push_backend
 from mucode.train.checkpoint import TrainerState
-from mucode.train.distributed import full_state_dict, init_distributed, unwrap
+from mucode.train.distributed import full_state_dict, init_distributed, iter_full_tensors, unwrap
 from mucode.train.loop import RunResult, StageClock, UpdateHook, finish, stage_dir
+from mucode.train.plan import run_path
 from mucode.train.policy import save_policy
 from mucode.train.precision import Precision
 from mucode.train.prepare import TrainingRun, Verifier, final_dir, open_verifier, prepare_run
@@ -69,40 +73,65 @@ def run_async_training(
     resume: bool = False,
     verifier: Verifier | None = None,
     on_update: UpdateHook = _no_hook,
+    pool: GeneratorPool | None = None,
 ) -> RunResult:
-    """Run (or resume) the asynchronous trainer of ``cfg`` (``asynchronous.enabled``) with its generators."""
+    """Run (or resume) the asynchronous trainer of ``cfg`` (``asynchronous.enabled``) with its generators
+    (``pool``: already started by the caller, see ``async_pool.start_generators``)."""
     if not cfg.asynchronous.enabled:
         raise ValueError("run_async_training needs asynchronous.enabled=true (else use run_training)")
     info = init_distributed(cfg.train.device)
     if info.enabled:
         raise ValueError("asynchronous.enabled runs one trainer process: start it without torchrun")
-    run = prepare_run(cfg, info, resume=resume, records=None)
+    started = pool is not None
+    pool = pool if pool is not None else GeneratorPool(cfg, run_path(cfg.train))
     with contextlib.ExitStack() as stack:
+        stack.push(lambda kind, err, tb: pool.stop(abort=kind is not None))  # a refused run: they go at once
+        if not started:
+            pool.start()  # their start-up (imports, data, engine) overlaps the trainer's preparation
+        run = prepare_run(cfg, info, resume=resume, records=None)
         stack.callback(run.close)
         verify = verifier if verifier is not None else stack.enter_context(open_verifier(cfg))
-        trainer = AsyncTrainer(run, verify, make_handoff(run.run_dir), on_update)
-        stack.callback(trainer.stop_generators)
+        handoff = open_handoff(cfg, run)
+        stack.callback(getattr(handoff, "close", lambda: None))
+        trainer = AsyncTrainer(run, verify, handoff, on_update, pool)
+        stack.push(lambda kind, err, tb: pool.stop(abort=kind is not None))  # before the verifier closes
         trainer.publish_current()
-        trainer.start_generators()
+        pool.go(
+            verify.urls, handoff.child_info() if isinstance(handoff, PushHandoff) else {"handoff": "file"}
+        )
         while run.state.stage < cfg.batch.num_stages:
             trainer.train_stage()
-        trainer.stop_generators()
+        pool.stop()
         trainer.export_final()
         finish(run, verify)
     return trainer.summarize()
+
+
+def open_handoff(cfg: MucodeConfig, run: TrainingRun) -> PolicyHandoff:
+    """The run's weight hand-off (``asynchronous.handoff``)."""
+    a = cfg.asynchronous
+    if a.handoff == "file":
+        return make_handoff(run.run_dir)
+    backend = push_backend(a.push_backend, str(run.info.device), a.generator_devices)
+    device = run.info.device if backend == "nccl" else torch.device("cpu")
+    return PushHandoff(backend, a.generators, torch.device(device))
 
 
 class AsyncTrainer:
     """The trainer's side of the asynchronous mode over one prepared :class:`TrainingRun`."""
 
     def __init__(
-        self, run: TrainingRun, verify: Verifier, handoff: FileHandoff, on_update: UpdateHook
+        self,
+        run: TrainingRun,
+        verify: Verifier,
+        handoff: PolicyHandoff,
+        on_update: UpdateHook,
+        pool: GeneratorPool,
     ) -> None:
         self.run, self.verify, self.handoff, self.on_update = run, verify, handoff, on_update
         self.cfg = run.cfg
         self.a = run.cfg.asynchronous
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        self.restarts = 0
+        self.pool = pool
 
     # ── weights ──────────────────────────────────────────────────────────────────────────────────────
     def publish_current(self) -> None:
@@ -116,13 +145,15 @@ class AsyncTrainer:
 
     def _publish(self) -> None:
         run, precision = self.run, Precision.from_names(self.cfg.model.master_dtype, self.cfg.model.dtype)
-        weights = full_state_dict(run.model)
         dtype = precision.compute if precision.mixed else None
 
         def save(directory: Path) -> None:
-            save_policy(unwrap(run.model), run.tokenizer, weights, directory, dtype=dtype)
+            save_policy(unwrap(run.model), run.tokenizer, full_state_dict(run.model), directory, dtype=dtype)
 
-        seconds = self.handoff.publish(run.state.global_update, save)
+        def tensors() -> Any:  # what save() writes, from the model's memory
+            return iter_full_tensors(run.model, dtype or precision.master)
+
+        seconds = self.handoff.publish(run.state.global_update, save, tensors)
         self._add("async/publish_s", seconds)
         self._add("async/publishes", 1.0)
 
@@ -130,66 +161,23 @@ class AsyncTrainer:
         self.run.state.times[key] = self.run.state.times.get(key, 0.0) + value
 
     # ── generator processes ──────────────────────────────────────────────────────────────────────────
-    def _spawn(self, index: int) -> None:
-        log = self.run.run_dir / "async" / f"gen-{index:02d}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        env = os.environ.copy()
-        if self.a.generator_devices:
-            env["CUDA_VISIBLE_DEVICES"] = str(self.a.generator_devices[index % len(self.a.generator_devices)])
-        with log.open("ab") as out:
-            self.procs[index] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "mucode.train.async_generator",
-                    str(self.run.run_dir),
-                    str(index),
-                    str(os.getpid()),
-                    *self.verify.urls,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-
-    def start_generators(self) -> None:
-        for index in range(self.a.generators):
-            self._spawn(index)
-
     def supervise(self) -> None:
         """Restart a generator that died (``max_generator_restarts`` in all), or stop the run naming its log."""
-        for index, proc in list(self.procs.items()):
-            code = proc.poll()
-            if code is None or code == 0:
-                continue
-            log = self.run.run_dir / "async" / f"gen-{index:02d}.log"
-            if self.restarts >= self.a.max_generator_restarts:
+        for index, code in self.pool.dead():
+            log = self.pool.log(index)
+            if self.pool.restarts >= self.a.max_generator_restarts:
                 raise RuntimeError(
-                    f"generator {index} died (exit {code}) after {self.restarts} restarts "
+                    f"generator {index} died (exit {code}) after {self.pool.restarts} restarts "
                     f"(asynchronous.max_generator_restarts); see {log}"
                 )
-            self.restarts += 1
+            self.pool.restarts += 1
             self.run.output.say(f"generator {index} died (exit {code}); starting it again (see {log})")
             self.run.output.log_event(
                 "generator_restart",
                 {"generator": index, "exit": code, "update": self.run.state.global_update},
             )
             self._add("async/generator_restarts", 1.0)
-            self._spawn(index)
-
-    def stop_generators(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=30)
-            if proc.poll() is None:
-                proc.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=10)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        self.procs.clear()
+            self.pool.spawn(index)
 
     # ── training ─────────────────────────────────────────────────────────────────────────────────────
     def _wait_for(self, feed: GroupFeed, slots: range) -> list[Any]:
@@ -347,4 +335,5 @@ def async_totals(run_dir: Path, state: TrainerState, generators: int) -> dict[st
         "async/load_s_mean": sum(g.load_s for g in gens) / loads if loads else None,
         "async/generator_restarts": int(t.get("async/generator_restarts", 0.0)),
         "async/generator_starts": sum(g.starts for g in gens),
+        "async/generator_startup_s": max((g.startup_s for g in gens), default=0.0),
     }

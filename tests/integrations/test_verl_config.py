@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from mucode.cli import get_app
 from mucode.integrations.verl.config import VERL_LOSSES, write_verl_parquet
+from mucode.integrations.verl.fully_async import RECIPE_DEFAULTS
 from mucode.verifier.samples import to_item
 
 
@@ -242,3 +243,75 @@ def test_offpolicy_grpo_maps_to_its_loss_and_verls_k3_kl() -> None:
     warned = verl_warnings(cfg)
     assert any("reference.reset_every_stages=4 has no verl equivalent" in w for w in warned)
     assert dict(verl_settings(load_config("mu_grpo")))[f"{actor}.use_kl_loss"] is False
+
+
+def test_async_run_composes_on_verls_fully_async_policy_and_passes_its_checks(tmp_path: Path) -> None:
+    """asynchronous.enabled: a verl fully_async_policy run (verl.experimental.fully_async_policy), composed
+    by Hydra on that recipe's own config and checked as its rollouter and trainer check it."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    out = CliRunner().invoke(
+        get_app(),
+        [
+            "verl-config",
+            "--config",
+            "async_mu_grpo",
+            "asynchronous.sync_every=2",
+            "asynchronous.max_lag_updates=5",
+            "batch.updates_per_stage=8",
+            "batch.num_stages=3",
+            "--output",
+            str(tmp_path),
+            "--train-files",
+            "/data/train.parquet",
+            "--gpus-per-node",
+            "4",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert "python -m verl.experimental.fully_async_policy.fully_async_main" in out.stdout
+    assert f"--config-path {tmp_path.resolve()} --config-name mucode_verl_async" in out.stdout
+    raw = yaml.safe_load((tmp_path / "mucode_verl_async.yaml").read_text())
+    assert raw["defaults"] == ["ppo_trainer", "_self_"]
+    cfg = _compose(tmp_path, "mucode_verl_async")
+    # every key of the installed recipe's own config file is there (a primary config like it)
+    import verl.experimental.fully_async_policy as recipe
+    from omegaconf import OmegaConf
+
+    own = yaml.safe_load(
+        (Path(recipe.__file__).parent / "config" / "fully_async_ppo_trainer.yaml").read_text()
+    )
+    own = {k: v for k, v in own.items() if k not in ("hydra", "defaults")}
+
+    def leaves(tree: dict, prefix: str = "") -> list[str]:
+        return [
+            x
+            for k, v in tree.items()
+            for x in (leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"])
+        ]
+
+    for key in leaves(own):
+        assert OmegaConf.select(cfg, key, default="<missing>") != "<missing>", key
+    assert dict(RECIPE_DEFAULTS) == {k: OmegaConf.select(OmegaConf.create(own), k) for k in leaves(own)}
+    a = cfg.async_training
+    assert (a.trigger_parameter_sync_step, a.require_batches, a.partial_rollout) == (2, 1, False)
+    assert (a.staleness_threshold + 1) * a.trigger_parameter_sync_step - 1 == 5  # the lag bound, in updates
+    # the device split on 4 GPUs: 2 generate, 2 train
+    assert (cfg.rollout.n_gpus_per_node, cfg.trainer.n_gpus_per_node) == (2, 2)
+    assert cfg.rollout.total_rollout_steps == 3 * 8 * cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    # what FullyAsyncRollouter.__init__ / _validate_config and FullyAsyncTrainer assert
+    assert cfg.data.train_batch_size == 0 and cfg.data.gen_batch_size == 1
+    assert not cfg.actor_rollout_ref.hybrid_engine and cfg.actor_rollout_ref.rollout.calculate_log_probs
+    assert cfg.algorithm.rollout_correction.bypass_mode and cfg.actor_rollout_ref.actor.use_rollout_log_probs
+    built = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)  # rejects unknown keys
+    assert built.policy_loss.loss_mode == "mu_grpo" and built.use_rollout_log_probs
+    engine = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
+    assert engine.backend == "nccl"  # the weight sync between the two sides
+
+
+def test_async_run_needs_gpus_on_both_sides() -> None:
+    out = CliRunner().invoke(
+        get_app(), ["verl-config", "--config", "async_mu_grpo", "--gpus-per-node", "1", "--yaml"]
+    )
+    assert out.exit_code == 2
+    assert "trains and generates on separate GPUs" in out.output

@@ -75,10 +75,11 @@ def test_lag_bound_below_the_sync_period_is_refused() -> None:
         )
 
 
-def test_verl_config_refuses_the_asynchronous_mode_naming_the_keys() -> None:
+def test_verl_config_writes_verls_fully_async_keys() -> None:
     preset = Path(__file__).resolve().parents[2] / "configs" / "async_mu_grpo.yaml"
     out = CliRunner().invoke(get_app(), ["verl-config", "--config", str(preset)])
-    assert out.exit_code == 2
+    assert out.exit_code == 0, out.output
+    assert "verl.experimental.fully_async_policy.fully_async_main" in out.output
     assert "async_training.trigger_parameter_sync_step=4" in out.output
     assert "async_training.staleness_threshold=255.25" in out.output  # (1024 + 1) / 4 - 1
 
@@ -128,10 +129,13 @@ def _same_weights(a: Path, b: Path) -> None:
         assert torch.equal(wa[name], wb[name]), name
 
 
+@pytest.mark.parametrize("handoff", ["file", "push"])
 def test_lag_bound_zero_reproduces_the_staged_run(
-    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path, handoff: str
 ) -> None:
-    """max_lag_updates=0 (sync_every=1) against the staged run with one update per stage. (With
+    """max_lag_updates=0 (sync_every=1) against the staged run with one update per stage, with either weight
+    hand-off (file: read from the published directory; push: broadcast over gloo), each loaded into the
+    generator's running engine. (With
     sync_every = μ > 1 the groups are the same but the staged trainer visits a stage's groups in a shuffled
     storage order, the asynchronous one in slot order; the resume test covers that case's determinism.)"""
     sync_every = 1
@@ -152,6 +156,7 @@ def test_lag_bound_zero_reproduces_the_staged_run(
             async_dir,
             asynchronous__sync_every=sync_every,
             asynchronous__max_lag_updates=sync_every - 1,
+            asynchronous__handoff=handoff,
             **shape,
         ),
     )
@@ -161,6 +166,8 @@ def test_lag_bound_zero_reproduces_the_staged_run(
         got = StageStore.open(async_dir / "stages" / f"stage-{k:04d}")
         assert _rows(got) == _rows(staged)
         assert {s.policy_version for g in got.iter_groups() for s in g.samples} == {k * sync_every}
+    gen = json.loads((async_dir / "async" / "gen-00.json").read_text())
+    assert (gen["builds"], gen["loads"]) == (1, 3)  # one engine; versions 1-3 loaded into it
     last = f"stage-{4 // sync_every - 1:04d}"
     _same_weights(async_dir / "policy" / last, staged_dir / "policy" / last)
     report = render_report([load_run(staged_dir), load_run(async_dir)]).splitlines()
@@ -229,7 +236,9 @@ def test_trainer_killed_mid_run_resumes_to_the_uninterrupted_run(
 
 
 DYING_ENGINE = '''
-"""An engine factory whose generator process SIGKILLs itself once, at its first group of stage 1."""
+"""An engine factory whose generator process SIGKILLs itself once, at its first group of stage 1 (its
+third engine call: one call per update, two updates per stage). The engine is loaded in place across
+versions (it wraps the hf engine as ``.engine``), so it is built once per process."""
 import os, signal
 from pathlib import Path
 from mucode.rollout.factory import make_engine
@@ -237,11 +246,13 @@ from mucode.rollout.factory import make_engine
 
 class _Dying:
     def __init__(self, engine, marker):
-        self.engine, self.marker = engine, marker
+        self.engine, self.marker, self.calls = engine, marker, 0
+        self.generator = engine.generator  # reseeded per update
 
     def generate(self, prompts, samples_per_prompt):
+        self.calls += 1
         for group in self.engine.generate(prompts, samples_per_prompt):
-            if not self.marker.exists():
+            if self.calls == 3 and not self.marker.exists():
                 self.marker.write_text("killed")
                 os.kill(os.getpid(), signal.SIGKILL)
             yield group
@@ -254,15 +265,15 @@ def build(cfg, policy_path, seed):
     r = cfg.rollout
     engine = make_engine("hf", policy_path, r.sampling_params().replace(seed=seed), batch_size=r.batch_size,
                          device="cpu")
-    if policy_path.endswith("v-00000002"):  # the policy of stage 1
-        return _Dying(engine, Path(os.environ["MUCODE_TEST_MARKER"]))
-    return engine
+    return _Dying(engine, Path(os.environ["MUCODE_TEST_MARKER"]))
 '''
 
 
+@pytest.mark.parametrize("handoff", ["file", "push"])
 def test_killed_generator_is_restarted(
-    small_policy: Path, plugins_on_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handoff: str
 ) -> None:
+    """With the push hand-off the restarted generator joins the trainer's weight push again."""
     (tmp_path / "dying_engine.py").write_text(DYING_ENGINE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
     monkeypatch.setenv("MUCODE_TEST_MARKER", str(tmp_path / "marker"))
@@ -278,6 +289,7 @@ def test_killed_generator_is_restarted(
             asynchronous__sync_every=2,
             asynchronous__max_lag_updates=1,
             asynchronous__engine_factory="dying_engine:build",
+            asynchronous__handoff=handoff,
         ),
     )
     result = run_async_training(cfg)

@@ -40,8 +40,6 @@ from mucode.registry import Registry
 
 __all__ = [
     "EXTERNAL_MODULE",
-    "verl_async_refusal",
-    "verl_async_settings",
     "VERL_LOSSES",
     "VerlRun",
     "verl_command",
@@ -390,34 +388,6 @@ def parquet_rows(paths: Iterable[str]) -> int | None:
             return None
         total += pq.ParquetFile(path).metadata.num_rows
     return total
-
-
-def verl_async_settings(cfg: MucodeConfig) -> list[tuple[str, Any]]:
-    """The keys of verl's ``fully_async_policy`` (``verl.experimental.fully_async_policy.fully_async_main``)
-    that mean what ``asynchronous.*`` means in mucode: sync every ``sync_every`` steps, and a staleness
-    threshold η with verl's admission bound (η + 1) · sync_every minibatches in flight, i.e. a lag of
-    (η + 1) · sync_every − 1 updates = ``max_lag_updates``."""
-    a = cfg.asynchronous
-    return [
-        ("async_training.trigger_parameter_sync_step", a.sync_every),
-        ("async_training.staleness_threshold", round((a.max_lag_updates + 1) / a.sync_every - 1, 6)),
-        ("async_training.require_batches", 1),
-        ("data.train_batch_size", 0),
-        ("data.gen_batch_size", 1),
-        ("rollout.n", cfg.batch.samples_per_prompt),
-    ]
-
-
-def verl_async_refusal(cfg: MucodeConfig) -> str | None:
-    """Why ``verl-config`` does not write a run for ``asynchronous.enabled`` (None when it is off)."""
-    if not cfg.asynchronous.enabled:
-        return None
-    keys = " ".join(f"{k}={_fmt(v)}" for k, v in verl_async_settings(cfg))
-    return (
-        "asynchronous.enabled: verl-config writes verl's synchronous trainer only (its fully_async_policy "
-        "recipe is experimental and untested with mucode's losses). Run mucode's asynchronous mode, or start "
-        "verl.experimental.fully_async_policy.fully_async_main yourself with: " + keys
-    )
 
 
 def verl_command(cfg: MucodeConfig) -> str:
