@@ -17,7 +17,14 @@ from mucode.eval.data import MATH_DATA_DIR
 
 from mucode.rewards.math import MathSpec
 from mucode.rewards.math_pool import MathWorkerPool
-from mucode.rewards.math_worker import Scorer, _numbers_verdict, _simple_number, check_answer, final_answer
+from mucode.rewards.math_worker import (
+    Scorer,
+    _numbers_verdict,
+    _parsed_number,
+    _simple_number,
+    check_answer,
+    final_answer,
+)
 
 SHIPPED = {
     "math500.jsonl": "answer",
@@ -162,3 +169,31 @@ def test_number_shortcut_matches_math_verify() -> None:
             mismatches.append((gold, answer, want, have))
     assert not mismatches, mismatches[:10]
     assert shortcut > 0.8 * len(cases)  # the cases do exercise the shortcut
+
+
+def test_parsed_number_is_math_verifys_parse() -> None:
+    """A boxed integer or fraction against every gold that is not a simple number (the shortcut
+    builds math-verify's parse and lets its verify decide): Scorer and check_answer agree, and the
+    built parse equals math-verify's own."""
+    from math_verify import LatexExtractionConfig, parse
+
+    answers = ["3", "-3", "0", "12", "\\frac{1}{2}", "-\\frac{3}{4}", "\\frac{6}{8}", "\\frac{-1}{2}", "2"]
+    for answer in answers:
+        mine = _parsed_number(answer)
+        theirs = parse(
+            f"\\boxed{{{answer}}}", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None
+        )
+        assert mine == theirs and [type(x) for x in mine or []] == [type(x) for x in theirs], answer
+    golds = sorted(
+        {g for name, field in SHIPPED.items() for g in _golds(name, field) if _simple_number(g) is None}
+    )
+    assert len(golds) > 100
+    scorer = Scorer()
+    mismatches = []
+    for i, gold in enumerate(golds):
+        for answer in (answers[i % len(answers)], answers[(i + 4) % len(answers)]):
+            text = f"\\boxed{{{answer}}}"
+            want, have = check_answer(gold, text)["status"], scorer.score(gold, text)["status"]
+            if want != have:
+                mismatches.append((gold, answer, want, have))
+    assert not mismatches, mismatches[:10]
