@@ -133,7 +133,7 @@ def _parsed_number(inner: str) -> list[Any] | None:
     """math-verify's parse of ``\\boxed{inner}`` for a plain integer or a ``\\frac`` of integers that is
     not a whole number (``[Integer(n), inner]``, ``[Rational(p, q), inner]``: the value and the text
     as math-verify returns them), else None."""
-    from sympy import Integer, Rational  # lazy: sympy
+    from sympy import Integer, Rational  # type: ignore[import-untyped]  # lazy: sympy
 
     if _PARSED_INT.fullmatch(inner):
         return [Integer(int(inner)), inner]
