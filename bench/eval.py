@@ -1,7 +1,7 @@
 """Evaluator throughput at real size, next to the upstream graders on the same samples.
 
     python bench/eval.py [--lcb-mb 12] [--samples 8] [--plus-inputs 1000] [--workers 2]
-                         [--backend local|docker] [--slots 2]
+                         [--backend local|docker] [--slots 2] [--rounds 1]
 
 Rows (samples scored per second, wall clock):
 - LiveCodeBench, one stdin problem with `--lcb-mb` MB of private tests (LiveCodeBench's encoding,
@@ -19,14 +19,17 @@ separate mucode pass under tracemalloc for the client's peak Python memory (the 
 only: building items, hashing test sets, sending requests); tracing slows Python several times, so
 it never shares a clock with a rate. The upstream graders run the programs in their own processes
 without isolation; mucode runs every test in a fresh sandboxed process.
-The machine may be shared: rerun before trusting a small difference.
+The machine may be shared: rerun before trusting a small difference; ``--rounds N`` alternates the two
+LiveCodeBench graders N times (the same load for both) and prints the median of the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -212,10 +215,17 @@ def main() -> None:
     ap.add_argument("--backend", default="local", choices=["local", "docker"])
     ap.add_argument("--slots", type=int, default=2, help="sandbox slots of the verifier service")
     ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="LiveCodeBench: alternate mucode and the upstream grader this many times; the median ratio",
+    )
+    ap.add_argument(
         "--client-memory", action="store_true", help="also measure mucode's client memory (a second pass)"
     )
     args = ap.parse_args()
 
+    from proctree import cpu_s  # bench/proctree.py
     from verifier import Service  # bench/verifier.py
 
     options = {"slots": args.slots} if args.backend == "local" else {"containers": args.slots}
@@ -228,7 +238,22 @@ def main() -> None:
 
         load_evalplus("humaneval", override_path=plus)  # ground truth computed and cached before timing
         service = Service(options, 1, backend=args.backend)
+        ratios: list[float] = []
         try:
+            for _ in range(args.rounds - 1):  # extra rounds, interleaved, so both sides see the same load
+                cpu0 = cpu_s(service.proc.pid) + time.process_time()
+                wall_m = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)[1]
+                cpu_m = cpu_s(service.proc.pid) + time.process_time() - cpu0
+                kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+                wall_u = upstream_lcb(tests, args.samples, args.workers)["wall"]
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu_u = after.ru_utime + after.ru_stime - kids.ru_utime - kids.ru_stime
+                ratios.append(wall_u / wall_m)
+                print(
+                    f"round {len(ratios)}: mucode {wall_m:.2f} s ({cpu_m:.2f} CPU-s: evaluator, service, "
+                    f"sandbox; loading included), upstream {wall_u:.2f} s ({cpu_u:.2f} CPU-s, its "
+                    f"process start included): {ratios[-1]:.2f}x"
+                )
             entry, wall, _ = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)
             peak = (
                 mucode_lcb(service.url, Path(tmp) / "lcb", args.samples, True)[2]
@@ -244,6 +269,7 @@ def main() -> None:
         finally:
             service.close()
         theirs = upstream_lcb(tests, args.samples, args.workers)
+        ratios.append(theirs["wall"] * rows[0][2] / args.samples)
         rows.insert(1, ("", f"LiveCodeBench evaluate_generations ({args.workers} proc.)", args.samples / theirs["wall"],
                         f"{theirs['pass@1']:.3f}", "–"))  # fmt: skip
         theirs = upstream_evalplus(plus, args.samples, args.workers)
@@ -255,6 +281,11 @@ def main() -> None:
     print(
         f"\nbackend {args.backend}, {args.slots} slots; {args.samples} samples per problem; mucode's prompts "
         f"from the default protocols ({lcb.kind}/{lcb.name}: {lcb.prompt}, {plus.kind}/{plus.name}: {plus.prompt})\n"
+    )
+    ratios.sort()
+    print(
+        f"LiveCodeBench, mucode / upstream samples/s: median {ratios[len(ratios) // 2]:.2f}x over "
+        f"{len(ratios)} rounds ({', '.join(f'{r:.2f}' for r in ratios)}); load average {os.getloadavg()[0]:.1f}"
     )
     print("| problem | grader | samples/s | pass@1 | client peak MB |\n|---|---|---:|---:|---:|")
     for problem, grader, rate, passed, peak in rows:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-MATH500 = ROOT / "mucode" / "assets" / "math" / "math500.jsonl"
+MATH500 = ROOT / "eval" / "math" / "math500.jsonl"
 
 FILLER = (
     "We first rewrite the expression as $x^2 + {a}x = {b}$ and complete the square, so "

@@ -11,7 +11,8 @@ Process tree (all root inside the sandbox, every program child unprivileged):
             ├── test child (forked per test; uid = uid_base + i, rlimits, no-new-privs; runner.py)
             └── assert harness (assert format: the test code, in a process of its own; harness.py)
 
-Jobs carry the program and the test inputs, never the expected outputs. The handler streams one
+Jobs carry the program and the test inputs, never the expected outputs; large inputs come by key
+from a cache the handlers share and no program can reach (testsets.py). The handler streams one
 result frame per test and waits for ``next``/``stop`` from the client before the next test, so
 ``stop_on_first_failure`` costs no extra runs. Wire format: protocol.py.
 
@@ -41,8 +42,9 @@ import gc
 import cleanup  # noqa: E402
 import pyrun  # noqa: E402
 import seccomp  # noqa: E402
+import testsets  # noqa: E402
 from languages import ALIASES, BUILD_UID_OFFSET, LANGUAGES, Language  # noqa: E402
-from protocol import ProtocolError, encode_frame, recv_frame, send_frame  # noqa: E402
+from protocol import ProtocolError, encode_frame, recv_frame, recv_raw, send_frame  # noqa: E402
 from runner import Limits, Slot, clean, run_test  # noqa: E402
 from slots import SECCOMP_FAILED, Board, slot_manager  # noqa: E402
 
@@ -96,10 +98,13 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
             raise ValueError("'program' must be a string")
         if mode == "call" and not req.get("fn_name"):
             raise ValueError("mode 'call' needs fn_name")
-        inputs = [str(x) for x in req.get("inputs") or []]
+        lim = _limits(req, args)
+        named = "test_set" in req and mode != "assert"
+        inputs = named_inputs(conn, req) if named else [str(x) for x in req.get("inputs") or []]
+        if inputs is None:
+            return
         if mode == "assert" or not inputs:
             inputs = [""]
-        lim = _limits(req, args)
         files = _files(req.get("files"))
     except (ValueError, TypeError) as exc:
         send_frame(conn, {"ev": "error", "message": str(exc)})
@@ -189,6 +194,31 @@ def _files(files: object) -> dict[str, bytes]:
             raise ValueError(f"files: {name!r} must be base64 text")
         out[str(name)] = base64.b64decode(data, validate=True)
     return out
+
+
+def named_inputs(conn: socket.socket, req: dict[str, Any]) -> list[str] | None:
+    """The inputs a request names by ``test_set`` (the exchange of testsets.py); None when the client
+    went away. ValueError for a bad key, or a blob that is not the key's (never run: resent or refused)."""
+    key = req.get("test_set")
+    if not testsets.valid_key(key):
+        raise ValueError("'test_set' must be a SHA-256 in lowercase hex (64 characters)")
+    follows = bool(req.get("test_set_follows"))
+    store = testsets.STORE[0] if testsets.STORE else testsets.Store(0)
+    blob = None if follows else store.get(key)
+    inputs: list[str]
+    if blob is not None:
+        inputs = testsets.unpack(blob)
+        return inputs
+    if not follows:
+        send_frame(conn, {"ev": "unknown_test_set", "key": key})
+    blob = recv_raw(conn)
+    if blob is None:
+        return None
+    if testsets.key_of(blob) != key:
+        raise ValueError(f"the test set sent is not the one of key {key} (its SHA-256 differs)")
+    inputs = testsets.unpack(blob)
+    send_frame(conn, {"ev": "test_set", "stored": store.put(key, blob)})
+    return inputs
 
 
 def send_outcome(conn: socket.socket, index: int, outcome: dict[str, Any]) -> None:
@@ -306,6 +336,7 @@ def _slots(args: argparse.Namespace) -> list[Slot]:
 
 def serve(args: argparse.Namespace) -> None:
     pyrun.prepare()
+    testsets.STORE.append(testsets.Store(args.test_cache_mb << 20))  # before any slot: all inherit it
     oom_score_adj = protect_from_oom()
     if seccomp.supported():
         seccomp.program()  # built once, before any fork
@@ -468,6 +499,7 @@ def _health(
         ),
         "pid_namespace": os.readlink("/proc/self/ns/pid"),
         "seccomp": seccomp.supported(),
+        "test_set_cache_bytes": testsets.STORE[0].capacity if testsets.STORE else 0,
     }
 
 
@@ -492,6 +524,9 @@ def main(argv: list[str] | None = None) -> None:
         default=45.0,
         help="a slot may be busy this long past a test's wall limit (killing, reaping, cleaning) "
         "before it counts as stuck and its manager is killed and replaced",
+    )
+    p.add_argument(
+        "--test-cache-mb", type=int, default=128, help="test sets kept between jobs (testsets.py); 0: none"
     )
     p.add_argument("--compile-time-limit-s", type=float, default=30.0, help="CPU limit of a compile step")
     p.add_argument(

@@ -12,8 +12,12 @@ Requests (client -> executor, on the job socket):
    "time_limit_s": float, "memory_limit_mb": int, "wall_limit_s": float?, "output_limit_bytes": int?,
    "files": {path: base64}?, "compile_time_limit_s": float?, "compile_memory_limit_mb": int?}
   after every test frame but the last: {"op": "next"} or {"op": "stop"}
+  instead of "inputs": "test_set": sha256 hex [, "test_set_follows": true], the inputs packed as one
+  *raw* frame (a header and bytes that are not JSON: ``send_raw``/``write_raw``); see testsets.py
 Replies: one {"ev": "test", "index": i, ...outcome} per test, then {"ev": "done"};
-  {"ev": "error", "message": str} for a request the executor cannot run (bad fields, unknown language).
+  {"ev": "error", "message": str} for a request the executor cannot run (bad fields, unknown language);
+  before the tests, for a test set: {"ev": "unknown_test_set", "key": k} (send its raw frame now)
+  and, once one was received, {"ev": "test_set", "stored": bool}.
 On the control socket: {"op": "ping"} -> {"ev": "pong", "ok": bool, ...}.
 Expected outputs never cross this boundary: checking happens in the caller.
 
@@ -103,6 +107,25 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     return bytes(buf)
 
 
+def send_raw(sock: socket.socket, data: bytes) -> None:
+    """A raw frame: the header, then ``data`` as it is (no JSON)."""
+    if len(data) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {len(data)} bytes exceeds {MAX_FRAME_BYTES}")
+    sock.sendall(HEADER.pack(len(data)))
+    sock.sendall(data)
+
+
+def recv_raw(sock: socket.socket) -> bytes | None:
+    """The next frame's body, not decoded; None when the peer closed the connection cleanly."""
+    head = _recv_exact(sock, HEADER.size)
+    if head is None:
+        return None
+    body = _recv_exact(sock, body_length(head))
+    if body is None:
+        raise ProtocolError("connection closed mid-frame")
+    return body
+
+
 def recv_frame(sock: socket.socket) -> Frame | None:
     """The next frame, or None when the peer closed the connection cleanly."""
     head = _recv_exact(sock, HEADER.size)
@@ -119,6 +142,15 @@ def recv_frame(sock: socket.socket) -> Frame | None:
 
 async def write_frame(writer: AsyncWriter, obj: Frame) -> None:
     writer.write(encode_frame(obj))
+    await writer.drain()
+
+
+async def write_raw(writer: AsyncWriter, data: bytes) -> None:
+    """``send_raw`` on a stream (``data`` is written as it is, not copied into a frame)."""
+    if len(data) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {len(data)} bytes exceeds {MAX_FRAME_BYTES}")
+    writer.write(HEADER.pack(len(data)))
+    writer.write(data)
     await writer.drain()
 
 

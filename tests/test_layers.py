@@ -30,7 +30,7 @@ ROOTS = {"mucode": "mucode", "mucode.sandbox.executor": "sandbox", "mucode.confi
 
 HEAVY = ("torch", "transformers", "vllm", "verl", "matplotlib", "fastapi", "uvicorn", "datasets", "evalplus",
          "math_verify", "wandb", "pyarrow", "huggingface_hub", "docker", "tokenizers", "tensorboard", "trl",
-         "safetensors", "ray")  # fmt: skip
+         "safetensors", "ray", "sympy")  # fmt: skip
 """Dependencies heavy enough (to import, or optional) that a function may import them, or a module that
 pulls them in, lazily."""
 

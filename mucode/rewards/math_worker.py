@@ -23,7 +23,15 @@ A worker scores with ``Scorer``, which gives the same verdicts with less work:
 - a final answer that is exactly ``\\boxed{<gold>}`` is ``correct`` without sympy (math-verify would
   parse it as the gold itself); its ``extracted`` detail is then the parsed gold;
 - a plain integer in a box (``-?[0-9]{1,12}``, nothing else) against an integer gold is compared as
-  integers, without math-verify (which parses both as sympy ``Integer`` and compares them exactly).
+  integers, without math-verify (which parses both as sympy ``Integer`` and compares them exactly);
+- a simple number in a box against a simple-number gold (``_simple_number``: an integer, a decimal of
+  at most 6+6 digits, ``\\frac{p}{q}``/``\\dfrac``/``\\tfrac`` of integers, optionally negated or in one
+  pair of braces) is decided exactly where math-verify's own comparison is certain: two rationals
+  (sympy ``Rational``: exact equality), or a decimal (math-verify reads ``0.5`` as ``1/2``, and may
+  round floats to 6 places) equal to the other value exactly or more than 1e-5 away from it; anything
+  closer goes to math-verify;
+- a boxed plain integer or ``\\frac`` of integers against any other gold skips math-verify's parse
+  (antlr): ``_parsed_number`` builds the ``[value, text]`` its parse returns, and its ``verify`` decides.
 
 Requests are chunks: one line holds a list of ``[gold, final answer, timeout_s]`` items; the reply is
 one line per item, written as each is done, so the parent can time every item on its own.
@@ -32,6 +40,7 @@ one line per item, written as each is done, so the parent can time every item on
 from __future__ import annotations
 
 import collections
+import fractions
 import json
 import logging
 import os
@@ -47,6 +56,14 @@ _LATEX_MARKS = ("$", "\\", "[")
 """Every LaTeX pattern of math-verify's ``LatexExtractionConfig`` needs one of these characters."""
 _INTEGER = re.compile(r"-?[0-9]{1,12}")
 """A plain integer: math-verify parses it as ``[Integer(n), text]`` and compares integers exactly."""
+_WHOLE = r"(?:0|[1-9][0-9]{0,11})"
+_SIMPLE = re.compile(
+    rf"(?:(?P<int>-?{_WHOLE})|(?P<dec>-?(?:0|[1-9][0-9]{{0,5}})\.[0-9]{{1,6}})"
+    rf"|(?P<neg>-?)\\[dt]?frac\{{(?P<p>-?{_WHOLE})\}}\{{(?P<q>[1-9][0-9]{{0,11}})\}})"
+)
+_FAR = fractions.Fraction(1, 10**5)
+_PARSED_INT = re.compile(r"-?[1-9][0-9]{0,11}|0")
+_PARSED_FRAC = re.compile(r"(-?)\\frac\{(-?[1-9][0-9]{0,11})\}\{([1-9][0-9]{0,11})\}")
 
 
 class ItemTimeout(BaseException):
@@ -81,6 +98,56 @@ def final_answer(response: str) -> str:
     """What is parsed of ``response``: its last box (``last_boxed``), else the whole text."""
     boxed = last_boxed(response)
     return response if boxed is None else boxed
+
+
+def _simple_number(text: str) -> tuple[fractions.Fraction, bool] | None:
+    """(value, written as a decimal?) of a simple number (see the module docstring), else None."""
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1]
+    m = _SIMPLE.fullmatch(text)
+    if m is None:
+        return None
+    if m["int"] is not None:
+        return fractions.Fraction(int(m["int"])), False
+    if m["dec"] is not None:
+        return fractions.Fraction(m["dec"]), True
+    value = fractions.Fraction(int(m["p"]), int(m["q"]))
+    return (-value if m["neg"] else value), False
+
+
+def _numbers_verdict(gold: str, inner: str) -> bool | None:
+    """math-verify's verdict on two simple numbers where it is certain, else None."""
+    answer = _simple_number(inner)
+    expected = _simple_number(gold) if answer is not None else None
+    if answer is None or expected is None:
+        return None
+    (x, x_decimal), (y, y_decimal) = answer, expected
+    if x == y:
+        return True
+    if not (x_decimal or y_decimal):
+        return False
+    return False if abs(x - y) > _FAR else None
+
+
+def _parsed_number(inner: str) -> list[Any] | None:
+    """math-verify's parse of ``\\boxed{inner}`` for a plain integer or a ``\\frac`` of integers that is
+    not a whole number (``[Integer(n), inner]``, ``[Rational(p, q), inner]``: the value and the text
+    as math-verify returns them), else None."""
+    from sympy import Integer, Rational  # type: ignore[import-untyped]  # lazy: sympy
+
+    if _PARSED_INT.fullmatch(inner):
+        return [Integer(int(inner)), inner]
+    m = _PARSED_FRAC.fullmatch(inner)
+    if m is None or (m[1] and m[2].startswith("-")) or int(m[2]) % int(m[3]) == 0:
+        return None
+    value = Rational(int(m[2]), int(m[3]))
+    return [-value if m[1] else value, inner]
+
+
+def _verify(gold_parsed: list[Any], parsed: list[Any]) -> bool:
+    from math_verify import verify  # lazy: math_verify
+
+    return bool(verify(gold_parsed, parsed, timeout_seconds=None))
 
 
 def _parse_gold(gold: str) -> tuple[list[Any], str | None]:
@@ -160,6 +227,9 @@ class Scorer:
                 "status": "correct" if int(inner) == int(gold) else "wrong_answer",
                 "details": {"extracted": inner},
             }
+        same = _numbers_verdict(gold, inner) if inner is not None else None
+        if same is not None:
+            return {"status": "correct" if same else "wrong_answer", "details": {"extracted": inner}}
         gold_parsed, error = self.gold(gold)
         if not gold_parsed:
             return _gold_error(gold, error)
@@ -167,6 +237,10 @@ class Scorer:
             return {"status": "no_answer", "details": {}}
         if text == "\\boxed{" + gold + "}":
             return {"status": "correct", "details": {"extracted": str(gold_parsed[-1])[:1000]}}
+        parsed = _parsed_number(inner) if inner is not None else None
+        if parsed is not None:  # what math-verify's parse gives, without antlr; its verify decides
+            ok = _verify(gold_parsed, parsed)
+            return {"status": "correct" if ok else "wrong_answer", "details": {"extracted": inner}}
         return _score_text(gold_parsed, text)
 
 

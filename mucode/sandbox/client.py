@@ -24,8 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mucode.sandbox.executor.protocol import HEADER, ProtocolError, decode_body, read_frame, write_frame
+from mucode.sandbox.executor.protocol import (
+    HEADER,
+    ProtocolError,
+    decode_body,
+    read_frame,
+    write_frame,
+    write_raw,
+)
 from mucode.sandbox.judging import MAX_FRAME_BYTES
+from mucode.sandbox.testsets import PackedTests, Shipments
 
 Frame = dict[str, Any]
 Decode = Callable[[bytes], Awaitable[Frame]]
@@ -44,6 +52,13 @@ class ExecutorRejected(ExecutorError):
 async def _send(writer: asyncio.StreamWriter, obj: Frame) -> None:
     try:
         await write_frame(writer, obj)
+    except ProtocolError as exc:
+        raise ExecutorError(f"cannot send to the executor: {exc}") from None
+
+
+async def _send_raw(writer: asyncio.StreamWriter, data: bytes) -> None:
+    try:
+        await write_raw(writer, data)
     except ProtocolError as exc:
         raise ExecutorError(f"cannot send to the executor: {exc}") from None
 
@@ -124,6 +139,8 @@ class Endpoint:
     free: int = 0
     alive: bool = True
     info: Frame = field(default_factory=dict)
+    shipments: Shipments = field(default_factory=Shipments)
+    """The test sets this executor holds, as far as this host knows (mucode.sandbox.testsets)."""
 
     async def ping(self, timeout_s: float = 5.0) -> Frame:
         """The executor's health reply (raises ExecutorError when it does not answer)."""
@@ -157,14 +174,43 @@ class Endpoint:
         keep_going: Callable[[Frame], bool],
         timeout_s: float,
         decode: Decode = _decode_inline,
+        tests: PackedTests | None = None,
     ) -> list[Frame]:
         """Run one job; ``keep_going(test_frame)`` decides whether the next test runs. ``decode``
         turns each reply's body into a frame (default: on the loop, fine for small replies).
+        ``tests``: the request's inputs packed, sent by key where the executor keeps test sets.
         Returns the test frames received (a test frame without an ``index`` gets its position).
         Raises ExecutorError on any infrastructure failure."""
         n_tests = max(1, len(request.get("inputs") or []))
         if request.get("mode") == "assert":
             n_tests = 1
+        if tests is None or not self.info.get("test_set_cache_bytes"):
+            return await self._run(request, keep_going, timeout_s, decode, n_tests, None)
+        try:  # another job may be sending this test set: wait for it (it has its own deadlines)
+            follows, future = await asyncio.wait_for(self.shipments.claim(tests.key), timeout_s)
+        except asyncio.TimeoutError:
+            raise ExecutorError(
+                f"{self.name}: test set {tests.key[:12]} not sent within {timeout_s:.0f} s"
+            ) from None
+        stored: list[bool] = []
+        named = {k: v for k, v in request.items() if k != "inputs"}
+        named.update(test_set=tests.key, test_set_follows=follows)
+        try:
+            return await self._run(named, keep_going, timeout_s, decode, n_tests, (tests, follows, stored))
+        finally:
+            self.shipments.settle(tests.key, future, stored[-1] if stored else None)
+
+    async def _run(
+        self,
+        request: Frame,
+        keep_going: Callable[[Frame], bool],
+        timeout_s: float,
+        decode: Decode,
+        n_tests: int,
+        shipping: tuple[PackedTests, bool, list[bool]] | None,
+    ) -> list[Frame]:
+        """``run``'s exchange; ``shipping``: (the packed tests, sent with the request?, what the
+        executor said it stored)."""
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(str(self.socket_path), limit=1 << 20), 10.0
@@ -176,9 +222,15 @@ class Endpoint:
             # every send and receive has a deadline: an executor that stops reading (a large
             # request to a stuck slot) cannot hold the caller for ever
             await asyncio.wait_for(_send(writer, request), timeout_s)
+            if shipping is not None and shipping[1]:
+                await asyncio.wait_for(_send_raw(writer, shipping[0].blob), timeout_s)
+                self.shipments.sent += 1
             while True:
                 frame = await asyncio.wait_for(_recv_reply(reader, decode), timeout_s)
                 ev = frame.get("ev")
+                if shipping is not None and ev in ("unknown_test_set", "test_set"):
+                    await self._shipped(writer, frame, shipping, timeout_s)
+                    continue
                 if ev == "done":
                     return frames
                 if ev == "error":
@@ -200,6 +252,25 @@ class Endpoint:
             raise ExecutorError(f"{self.name}: connection failed mid-job: {exc!r}") from exc
         finally:
             writer.close()
+
+    async def _shipped(
+        self,
+        writer: asyncio.StreamWriter,
+        frame: Frame,
+        shipping: tuple[PackedTests, bool, list[bool]],
+        timeout_s: float,
+    ) -> None:
+        """The executor lacks the job's test set (send it now) or says whether it stored it."""
+        tests, _, stored = shipping
+        if frame.get("ev") == "test_set":
+            stored.append(frame.get("stored") is True)
+            return
+        if frame.get("key") != tests.key:
+            raise ExecutorError(f"{self.name}: asked for test set {frame.get('key')!r}, not {tests.key}")
+        self.shipments.forget(tests.key)
+        await asyncio.wait_for(_send_raw(writer, tests.blob), timeout_s)
+        self.shipments.sent += 1
+        self.shipments.resent += 1
 
 
 class NoSandbox(ExecutorError):

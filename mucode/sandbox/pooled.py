@@ -31,6 +31,7 @@ from mucode.sandbox.checker_program import judge_with_checker
 from mucode.sandbox.checkers import check, checker_program_of
 from mucode.sandbox.client import Decode, Endpoint, ExecutorError, ExecutorRejected, SlotPool, decode_inline
 from mucode.sandbox.judging import INLINE_BYTES, JudgeFault, JudgePool, cpu_count, json_equal, loads_pairs
+from mucode.sandbox.testsets import PackedTests, TestSets
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
 
 logger = logging.getLogger(__name__)
@@ -179,6 +180,8 @@ class PooledBackend:
         self.reply_slack_s = reply_slack_s
         self.judge_pool = judge if judge is not None else JudgePool(min(4, cpu_count()), cpu_s=20.0)
         self._pool: SlotPool | None = None
+        self.test_sets = TestSets()
+        """Large inputs packed once per problem and sent to each executor once (testsets.py)."""
         self._monitor: asyncio.Task[None] | None = None
         """Background health watcher of the pool (subclasses start it)."""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -265,7 +268,12 @@ class PooledBackend:
         return None
 
     async def _run(
-        self, request: dict[str, Any], keep_going: Any, time_limit_s: float, decode: Decode | None = None
+        self,
+        request: dict[str, Any],
+        keep_going: Any,
+        time_limit_s: float,
+        decode: Decode | None = None,
+        tests: PackedTests | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """Run on a free slot. An executor that fails mid-job (a handler or slot past its deadline
         is killed by the executor, which closes the connection) is reported to the backend, which
@@ -282,6 +290,7 @@ class PooledBackend:
                     keep_going,
                     timeout_s=2 * time_limit_s + self.reply_slack_s,
                     decode=decode or self._decoder(None, None),
+                    tests=tests,
                 )
                 return frames, None
             except ExecutorRejected as exc:
@@ -316,7 +325,10 @@ class PooledBackend:
             outcomes.append(outcome)
             return outcome.verdict is Status.correct or not job.stop_on_first_failure
 
-        frames, error = await self._run(request, keep_going, job.time_limit_s, self._decoder(job, plan))
+        tests = await self.test_sets.packed(request["inputs"]) if request["inputs"] else None
+        frames, error = await self._run(
+            request, keep_going, job.time_limit_s, self._decoder(job, plan), tests
+        )
         for frame in frames[len(outcomes) :]:  # the last frame is not passed to keep_going
             outcomes.append(judge_frame(job, frame, plan))
         wall = time.monotonic() - start

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from fractions import Fraction
 
 import pytest
 from mucode.eval.data import MATH_DATA_DIR
 
 from mucode.rewards.math import MathSpec
 from mucode.rewards.math_pool import MathWorkerPool
-from mucode.rewards.math_worker import Scorer, check_answer, final_answer
+from mucode.rewards.math_worker import (
+    Scorer,
+    _numbers_verdict,
+    _parsed_number,
+    _simple_number,
+    check_answer,
+    final_answer,
+)
 
 SHIPPED = {
     "math500.jsonl": "answer",
@@ -110,6 +118,80 @@ def test_integer_shortcut_matches_math_verify() -> None:
     for gold in golds:
         n = int(gold)
         for answer in (f"0{gold}", str(n + 1), str(n - 1), str(-n), str(10 * n), "0", "-0"):
+            text = f"\\boxed{{{answer}}}"
+            want, have = check_answer(gold, text)["status"], scorer.score(gold, text)["status"]
+            if want != have:
+                mismatches.append((gold, answer, want, have))
+    assert not mismatches, mismatches[:10]
+
+
+def _number_answers(gold: str, value: Fraction) -> list[str]:
+    """Other spellings of ``value`` and near or far misses, all simple numbers."""
+    p, q = value.numerator, value.denominator
+    answers = [
+        f"{{{gold}}}",
+        f"\\frac{{{2 * p}}}{{{2 * q}}}",
+        f"\\dfrac{{{p}}}{{{q}}}",
+        f"-\\frac{{{-p}}}{{{q}}}",
+    ]
+    answers += [str(p + q) if q == 1 else f"\\frac{{{p + 1}}}{{{q}}}", f"\\tfrac{{{p}}}{{{q + 1}}}"]
+    if 10**6 % q == 0 and abs(value) < 10**5:  # a terminating decimal: itself, and close and far misses
+        exact = f"{float(value):.6f}"
+        answers += [exact, exact.rstrip("0"), f"{float(value) + 1e-6:.6f}", f"{float(value) + 0.001:.6f}"]
+    else:
+        answers += [f"{float(value):.6f}", f"{float(value):.3f}", f"{float(value):.1f}"]
+    return answers
+
+
+def test_number_shortcut_matches_math_verify() -> None:
+    """Every simple-number gold (fractions and decimals all, every 4th integer) against equal
+    spellings, near and far misses, the next simple golds; and a grid of close decimals."""
+    golds = sorted({g for name, field in SHIPPED.items() for g in _golds(name, field)})
+    simple = [(g, v[0]) for g in golds if (v := _simple_number(g)) is not None]
+    fractional = [(g, v) for g, v in simple if v.denominator != 1 or "." in g]
+    whole = [(g, v) for g, v in simple if (g, v) not in fractional][::4]
+    assert len(fractional) > 20 and len(whole) > 25
+    cases = []
+    for i, (gold, value) in enumerate(fractional + whole):
+        cases += [(gold, a) for a in _number_answers(gold, value)]
+        cases += [(gold, other) for other, _ in fractional[i + 1 : i + 4]]
+    for gold in ("\\frac{1}{3}", "0.5", "\\frac{2}{3}", "0.125", "-0.75", "12.5"):
+        cases += [(gold, a) for a in ("0.333333", "0.333", "0.5", "0.500001", "0.499999", "0.666667")]
+        cases += [(gold, a) for a in ("0.125", "0.1250", "-0.75", "12.50", "12.500009", "\\frac{25}{2}")]
+    scorer = Scorer()
+    mismatches = []
+    shortcut = 0
+    for gold, answer in cases:
+        text = f"\\boxed{{{answer}}}"
+        want, have = check_answer(gold, text)["status"], scorer.score(gold, text)["status"]
+        shortcut += _numbers_verdict(gold, answer) is not None
+        if want != have:
+            mismatches.append((gold, answer, want, have))
+    assert not mismatches, mismatches[:10]
+    assert shortcut > 0.8 * len(cases)  # the cases do exercise the shortcut
+
+
+def test_parsed_number_is_math_verifys_parse() -> None:
+    """A boxed integer or fraction against every gold that is not a simple number (the shortcut
+    builds math-verify's parse and lets its verify decide): Scorer and check_answer agree, and the
+    built parse equals math-verify's own."""
+    from math_verify import LatexExtractionConfig, parse
+
+    answers = ["3", "-3", "0", "12", "\\frac{1}{2}", "-\\frac{3}{4}", "\\frac{6}{8}", "\\frac{-1}{2}", "2"]
+    for answer in answers:
+        mine = _parsed_number(answer)
+        theirs = parse(
+            f"\\boxed{{{answer}}}", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None
+        )
+        assert mine == theirs and [type(x) for x in mine or []] == [type(x) for x in theirs], answer
+    golds = sorted(
+        {g for name, field in SHIPPED.items() for g in _golds(name, field) if _simple_number(g) is None}
+    )
+    assert len(golds) > 100
+    scorer = Scorer()
+    mismatches = []
+    for i, gold in enumerate(golds):
+        for answer in (answers[i % len(answers)], answers[(i + 4) % len(answers)]):
             text = f"\\boxed{{{answer}}}"
             want, have = check_answer(gold, text)["status"], scorer.score(gold, text)["status"]
             if want != have:
