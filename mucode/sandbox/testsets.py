@@ -126,8 +126,10 @@ class Shipments:
         """What the executor said of ``key`` (``stored`` None: it said nothing, the job failed)."""
         if stored is not None:
             self._state[key] = stored
-        elif self._state.get(key) is future:
+        elif future is not None and self._state.get(key) is future:
             del self._state[key]  # someone else sends it
+        # (future None: this job only named the key; what the executor said, if anything, was
+        # recorded by ``forget`` or by the job that resent it; the key may be gone already)
         if future is not None and not future.done():
             future.set_result(bool(stored))
 

@@ -19,6 +19,7 @@ from sandbox_helpers import GUARD, Handle, assert_confined, assert_nothing_left,
 from mucode.protocol import Status
 from mucode.sandbox.executor.protocol import recv_frame, send_frame, send_raw
 from mucode.sandbox.executor.testsets import ENTRIES, Store, key_of, pack, unpack
+from mucode.sandbox.testsets import Shipments
 
 SUM_OK = "import sys\nd = sys.stdin.read().split()\nprint(sum(map(int, d[1:])))"
 SUM_WRONG = "import sys\nd = sys.stdin.read().split()\nprint(sum(map(int, d[2:])))"
@@ -253,3 +254,16 @@ def test_no_program_reads_or_changes_cached_test_sets(sb: Handle) -> None:
     assert all(len(r.tests) == 3 for r in again[:2])
     assert _sent(sb)[0] == sent  # still cached: nothing the programs did cost a resend
     every_slot_correct(sb)
+
+
+def test_a_job_that_only_named_a_forgotten_key_settles_quietly() -> None:
+    """Two samples named a key the executor had lost; the first's ``forget`` removed it. The second
+    ending without an answer (``stored`` None, no future of its own) must not raise: found under
+    load in CI as a KeyError that replaced the job's verdict."""
+    ships = Shipments()
+    ships._state["k"] = True
+    ships.forget("k")
+    ships.settle("k", None, None)
+    assert "k" not in ships._state
+    ships.settle("k", None, True)
+    assert ships._state["k"] is True
