@@ -84,20 +84,22 @@ def read_run(spec: RunSpec) -> RunFigures:
         return fig
     per_stage: dict[int, list[float]] = {}
     rho: dict[int, list[float]] = {}
+    heldout: dict[int, float] = {}  # by update: a resumed run evaluates its resume point again
     for line in path.read_text().splitlines():
         row = json.loads(line)
         if row.get("event") == "heldout":
-            fig.curve.append((int(row["update"]), float(row["study/heldout_reward"])))
+            heldout[int(row["update"])] = float(row["study/heldout_reward"])
         elif "event" not in row and "stage" in row:
             per_stage.setdefault(int(row["stage"]), []).append(float(row.get("stale/veto_token_frac", 0.0)))
             if "stale/ratio_mean_neg_adv" in row:
                 rho.setdefault(int(row["stage"]), []).append(float(row["stale/ratio_mean_neg_adv"]))
-    fig.curve.sort()
+    fig.curve = sorted(heldout.items())
     fig.veto = [statistics.fmean(per_stage[k]) for k in sorted(per_stage)]
     fig.rho_neg = [statistics.fmean(rho[k]) for k in sorted(rho)]
     if fig.finished:
         done = json.loads((spec.path / "done.json").read_text())
-        fig.seconds = float(done.get("totals", {}).get("time/this_invocation", math.nan) or math.nan)
+        totals = done.get("totals", {})  # the stages' seconds summed over invocations (a resumed run's too)
+        fig.seconds = float(totals.get("time/total", totals.get("time/this_invocation")) or math.nan)
     return fig
 
 
