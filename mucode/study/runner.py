@@ -159,21 +159,32 @@ def _launch(spec: RunSpec) -> dict[str, Any]:
 
 
 def run_grid(specs: list[RunSpec], jobs: int, say: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Run every unfinished spec, ``jobs`` at a time (bases first, one per seed); returns the outcomes
-    of the runs started now (finished ones are skipped and not listed)."""
+    """Run every unfinished spec, ``jobs`` at a time; returns the outcomes of the runs started now
+    (finished ones are skipped and not listed). The bases (one per seed) are built one at a time in
+    seed order beside the runs, and a run starts once its seed's base is there: the first runs do
+    not wait for every seed's base."""
     todo = [s for s in specs if not s.done()]
     skipped = len(specs) - len(todo)
     if skipped:
         say(f"{skipped} of {len(specs)} runs already finished: skipped")
-    seeds = sorted({(s.cache, s.seed, s.base_steps, s.form) for s in todo})
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(lambda base: _build_base(*base), seeds))
+    keys = sorted({_base_key(s) for s in todo}, key=lambda k: (k[1], k))
+    with ThreadPoolExecutor(max_workers=1) as builder, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        bases = {key: builder.submit(_build_base, *key) for key in keys}
+
+        def start(spec: RunSpec) -> dict[str, Any]:
+            bases[_base_key(spec)].result()  # its seed's base first (a failed build raises here)
+            return _launch(spec)
+
         outcomes = []
-        for outcome in pool.map(_launch, todo):
+        for outcome in pool.map(start, todo):
             mark = "done" if outcome["ok"] else "FAILED: " + " | ".join(outcome["tail"][-2:])
             say(f"  {outcome['variant']} seed {outcome['seed']}: {mark}")
             outcomes.append(outcome)
     return outcomes
+
+
+def _base_key(spec: RunSpec) -> tuple[str, int, int, str]:
+    return (spec.cache, spec.seed, spec.base_steps, spec.form)
 
 
 def _build_base(cache: str, seed: int, steps: int, form: str) -> None:
