@@ -33,6 +33,8 @@ COLLAPSE_FLOOR = 0.2
 """… once that best is at least this (a run that never learned cannot collapse) …"""
 COLLAPSE_RECOVERY = 0.8
 """… after which no evaluation gets back to this share of that best."""
+LOW_FINAL = 0.8
+"""The issue's toy counted the runs ending below this held-out reward; the report does too."""
 
 
 def collapse_update(curve: list[tuple[int, float]]) -> int | None:
@@ -163,9 +165,9 @@ def _veto_cell(shares: list[float]) -> str:
 def table(stats: list[VariantStats]) -> str:
     """The markdown table: one row per variant, every seed's final reward in the last column."""
     lines = [
-        "| variant | μ | reward at 128 | peak | final | collapsed | update of collapse | vetoed share per stage "
-        "| s/run | final per seed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | μ | reward at 128 | peak | final | collapsed | update of collapse | ending below "
+        f"{LOW_FINAL} | vetoed share per stage | s/run | final per seed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in stats:
         collapsed = v.collapsed
@@ -176,7 +178,8 @@ def table(stats: list[VariantStats]) -> str:
         seconds = _mean_sd([r.seconds for r in v.runs])[0]
         lines.append(
             f"| {v.name} | {v.mu} | {_pm(v.at(128))} | {_pm(v.stat('peak'))} | {_pm(v.stat('final'))} "
-            f"| {len(collapsed)}/{len(v.runs)} | {when} | {_veto_cell(v.veto_by_stage())} "
+            f"| {len(collapsed)}/{len(v.runs)} | {when} | {sum(r.final < LOW_FINAL for r in v.runs)}/{len(v.runs)} "
+            f"| {_veto_cell(v.veto_by_stage())} "
             f"| {'n/a' if math.isnan(seconds) else f'{seconds:.0f}'} | {seeds} |"
         )
     return "\n".join(lines)
