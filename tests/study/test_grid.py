@@ -44,7 +44,8 @@ def test_the_grid_is_seed_major_and_the_code_task_runs_a_local_sandbox() -> None
     plain = load_config(specs[0].preset, [*specs[0].overrides, "model.path=tiny"])
     code_spec = grid(get_study("veto-scopes"), Path("r"), 1, variants=["veto=none"], task="chain-code")[0]
     code = load_config(code_spec.preset, [*code_spec.overrides, "model.path=tiny"])
-    assert (plain.rollout.max_response_tokens, code.rollout.max_response_tokens) == (18, 20)  # the answer and the stop token
+    budgets = (plain.rollout.max_response_tokens, code.rollout.max_response_tokens)
+    assert budgets == (18, 20)  # the answer and the stop token
     assert code.verifier.backend == "local" and not code.verifier.url and code_spec.form == "code"
     with pytest.raises(KeyError, match="tasks: chain, chain-code"):
         grid(get_study("tau"), Path("r"), 1, task="chain-sql")
