@@ -25,6 +25,10 @@ def study(
     report_only: Annotated[
         bool, typer.Option(help="Only (re)write the report from the runs there are.")
     ] = False,
+    task: Annotated[
+        str,
+        typer.Option(help="chain (scored in-process) or chain-code (programs run in the local sandbox)."),
+    ] = "chain",
     base_steps: Annotated[
         int,
         typer.Option(help="Supervised steps of each seed's base (fewer: a weaker base, for quick checks)."),
@@ -44,6 +48,7 @@ def study(
             heldout_every=heldout_every,
             report_only=report_only,
             base_steps=base_steps,
+            task=task,
             say=typer.echo,
         )
     except (KeyError, ValueError) as err:

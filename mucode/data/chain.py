@@ -14,6 +14,13 @@ model generalises a lookup to a position it never trained, not the skill RL shar
 :func:`sl_answer` draws the supervised warm-up's targets (``mucode.study.base``): a step right with
 probability ``p_step`` (else another symbol, from which the chain continues), format ``A`` with
 probability ``p_format``. Pure Python; no download.
+
+The **code form** (``form="code"``, the study's ``--task chain-code``) asks for the same answer as a
+program whose output it is: ``print( 'A', 's17', 's3', … )`` (one token per word, so the policy's
+decisions are the plain form's, two words longer), judged by mucode's ``code`` reward program in the
+sandbox (an stdio test expecting ``A s17 s3 …``; format ``'B',`` prints ``B …`` and fails).
+:func:`code_answer_words` is the strict pure reading of such a program (the held-out figure's judge,
+which must not run a sandbox per sample): exactly ``print(``, ``1 + STEPS`` quoted words, ``)``.
 """
 
 from __future__ import annotations
@@ -24,13 +31,23 @@ from typing import Any
 from mucode.data.types import TaskRecord
 
 __all__ = [
+    "CODE_CLOSE",
+    "CODE_OPEN",
     "FORMATS",
+    "FORMS",
     "PROGRAM",
+    "STOP",
     "STEPS",
     "SYMBOLS",
     "chain_answer",
     "chain_records",
+    "code_answer_words",
+    "code_word",
+    "form_words",
     "permutation",
+    "response_budget",
+    "response_words",
+    "to_form",
     "sl_answer",
     "symbol",
 ]
@@ -41,6 +58,17 @@ TASK_SEED = 0
 PROGRAM = "chain"
 FORMATS = ("A", "B")
 """The scored format first; the second always fails."""
+FORMS = ("plain", "code")
+"""How an answer is written: its words, or a program printing them."""
+CODE_OPEN, CODE_CLOSE = "print(", ")"
+CODE_PROGRAM = "code"
+STOP = True
+"""Whether an answer ends with the stop token: it does, and the reward requires it (``mucode.rewards.chain``:
+nothing may follow the answer). The stop token is the part of the skill good and bad answers share
+most plainly (every answer stops after the same number of words). Measured on seed 0 (docs/study.md):
+without a stop token (fixed-length answers) no variant collapses in stage 0 and the veto makes no
+difference; with a stop token that the reward ignored, the policy lost *when to stop* in every
+variant after stage 0 (rollouts shrank from 17.9 to 9–12 tokens)."""
 
 
 def symbol(index: int) -> str:
@@ -63,19 +91,73 @@ def chain_answer(start: int, perm: list[int], steps: int = STEPS) -> list[int]:
     return out
 
 
-def chain_records(*, steps: int = STEPS) -> list[TaskRecord]:
-    """The task's prompts, one per start symbol."""
+def code_word(word: str) -> str:
+    """A plain word as the code form's token: ``s17`` → ``'s17',`` (a string argument of ``print``)."""
+    return f"'{word}',"
+
+
+def to_form(plain: str, form: str) -> str:
+    """A plain answer (``A s17 …``) written in ``form``: itself, or ``print( 'A', 's17', … )``."""
+    if form == "plain":
+        return plain
+    return " ".join([CODE_OPEN, *(code_word(w) for w in plain.split()), CODE_CLOSE])
+
+
+def code_answer_words(program: str, steps: int = STEPS) -> str | None:
+    """The words a code-form program prints, read strictly: exactly ``print(``, ``1 + steps`` quoted
+    words and ``)`` (anything else, e.g. a missing ``)`` or a word after it, is None: the sandbox would
+    fail it too, as a syntax error or a longer output)."""
+    words = program.split()
+    if len(words) != steps + 3 or words[0] != CODE_OPEN or words[-1] != CODE_CLOSE:
+        return None
+    inner = words[1:-1]
+    if not all(len(w) > 3 and w.startswith("'") and w.endswith("',") for w in inner):
+        return None
+    return " ".join(w[1:-2] for w in inner)
+
+
+def response_words(form: str, steps: int = STEPS) -> int:
+    """Words of a full answer in ``form`` (the stop token not counted)."""
+    return 1 + steps + (2 if form == "code" else 0)
+
+
+def response_budget(form: str) -> int:
+    """The trainer's response budget in tokens: the answer's words (and the stop token if ``STOP``)."""
+    return response_words(form) + int(STOP)
+
+
+def form_words(form: str) -> list[str]:
+    """The words the task's prompts and ``form``'s answers are made of (the tokenizer's vocabulary)."""
+    plain = [":", *FORMATS, *(symbol(i) for i in range(SYMBOLS))]
+    if form == "plain":
+        return plain
+    return [*plain, CODE_OPEN, CODE_CLOSE, *(code_word(w) for w in [*FORMATS, *plain[3:]])]
+
+
+def _check_form(form: str) -> None:
+    if form not in FORMS:
+        raise ValueError(f"unknown chain task form {form!r}; choose one of {', '.join(FORMS)}")
+
+
+def chain_records(*, steps: int = STEPS, form: str = "plain") -> list[TaskRecord]:
+    """The task's prompts, one per start symbol; ``form="code"``: judged by the ``code`` program (an
+    stdio test whose expected output is the plain answer in format ``A``)."""
+    _check_form(form)
     perm = permutation()
     records = []
     for start in range(len(perm)):
         answer = " ".join(symbol(x) for x in chain_answer(start, perm, steps))
+        spec: dict[str, Any] = {"answer": answer}
+        if form == "code":
+            tests = {"format": "stdio", "inputs": [""], "outputs": [f"{FORMATS[0]} {answer}\n"]}
+            spec = {"answer": answer, "tests": tests, "extract": "none", "time_limit_s": 5.0}
         records.append(
             TaskRecord(
                 prompt_id=f"chain-{start}",
                 messages=[{"role": "user", "content": symbol(start)}],
-                program=PROGRAM,
-                spec={"answer": answer},
-                meta={"source": "chain"},
+                program=PROGRAM if form == "plain" else CODE_PROGRAM,
+                spec=spec,
+                meta={"source": "chain" if form == "plain" else "chain-code"},
             )
         )
     return records

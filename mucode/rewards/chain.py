@@ -1,8 +1,9 @@
 """The ``chain`` reward program: the study task's judge (``mucode.data.chain``).
 
 spec: ``{"answer": "s3 s17 …"}`` (the correct chain, space-separated). A response scores 1.0 iff its
-first word is the format ``A`` and the next words are exactly the answer's (anything after them is
-ignored: the policy's response budget is the answer's length plus the stop token). Statuses:
+first word is the format ``A``, the next words are exactly the answer's and nothing follows them (the
+policy's response budget is the answer's length plus the stop token, so a response that did not stop
+right after the answer fails: stopping is part of the task). Statuses:
 ``correct``; ``no_answer`` for the failing format ``B`` or an empty response; ``wrong_answer``
 otherwise. Pure Python, so it also runs in-process (``mucode.verifier.inprocess``) without HTTP.
 """
@@ -37,7 +38,7 @@ def score_chain(response: str, answer: str) -> tuple[float, Status, int]:
         if a != b:
             break
         right += 1
-    ok = right == len(expected)
+    ok = right == len(expected) and len(words) == 1 + len(expected)  # and nothing after the answer
     return (1.0 if ok else 0.0), (Status.correct if ok else Status.wrong_answer), right
 
 

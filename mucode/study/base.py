@@ -27,7 +27,17 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from mucode.data.chain import FORMATS, STEPS, SYMBOLS, chain_records, permutation, sl_answer, symbol
+from mucode.data.chain import (
+    FORMATS,
+    STOP,
+    chain_records,
+    code_answer_words,
+    form_words,
+    permutation,
+    response_budget,
+    sl_answer,
+    to_form,
+)
 from mucode.data.prompts import render_prompt
 from mucode.rewards.chain import score_chain
 
@@ -51,15 +61,18 @@ class BaseRecipe:
     p_format: float = 0.5
     hidden: int = 64
     layers: int = 1
+    form: str = "plain"
+    """The task's answer form (``mucode.data.chain.FORMS``): its words are the tokenizer's."""
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        text = json.dumps({**dataclasses.asdict(self), "stop": STOP}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def chain_tokenizer() -> PreTrainedTokenizerFast:
-    """Word-level: one token per symbol, format and ``:``; decodes with spaces between words."""
-    words = SPECIALS + [":", *FORMATS] + [symbol(i) for i in range(SYMBOLS)]
+def chain_tokenizer(form: str = "plain") -> PreTrainedTokenizerFast:
+    """Word-level: one token per word of ``form`` (symbols, formats, ``:``; the code form's quoted words,
+    ``print(`` and ``)``); decodes with spaces between words."""
+    words = SPECIALS + form_words(form)
     core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     core.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
@@ -99,8 +112,8 @@ def _batch(
     perm = permutation()
     rows, labels = [], []
     for start, prompt in rng.choices(prompts, k=recipe.batch):
-        text = sl_answer(start, perm, rng, recipe.p_step, recipe.p_format)
-        response = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        text = to_form(sl_answer(start, perm, rng, recipe.p_step, recipe.p_format), recipe.form)
+        response = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] * STOP
         rows.append(prompt + response)
         labels.append([-100] * len(prompt) + response)
     return torch.tensor(rows), torch.tensor(labels)  # every row has the same length
@@ -111,9 +124,9 @@ def build_base(out: Path, recipe: BaseRecipe, seed: int, *, threads: int = 1) ->
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    tokenizer = chain_tokenizer()
+    tokenizer = chain_tokenizer(recipe.form)
     model = _model(tokenizer, recipe)
-    records = chain_records()
+    records = chain_records(form=recipe.form)
     prompts = [(int(r.prompt_id.split("-")[1]), render_prompt(tokenizer, r)) for r in records]
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(
@@ -134,7 +147,7 @@ def build_base(out: Path, recipe: BaseRecipe, seed: int, *, threads: int = 1) ->
         "sl_loss": float(loss.item()),
         "sl_seconds": time.perf_counter() - start,
         "parameters": float(sum(p.numel() for p in model.parameters())),
-        **sample_reward(model, tokenizer, samples=16, seed=seed),
+        **sample_reward(model, tokenizer, samples=16, seed=seed, form=recipe.form),
     }
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -155,29 +168,53 @@ def build_base(out: Path, recipe: BaseRecipe, seed: int, *, threads: int = 1) ->
 
 
 @torch.no_grad()
-def sample_reward(model: Any, tokenizer: Any, *, samples: int, seed: int) -> dict[str, float]:
-    """The policy's mean reward on the task's prompts (``samples`` each, temperature 1), the share of
-    the failing format, and the mean number of right leading steps: a direct forward loop, no engine."""
-    records = chain_records()
+def sample_reward(
+    model: Any, tokenizer: Any, *, samples: int, seed: int, form: str = "plain"
+) -> dict[str, float]:
+    """The policy's mean reward on the task's prompts (``samples`` each, temperature 1, KV-cached, no
+    engine), judged as the training reward is (``form``'s rule, pure Python): a response is the trainer's
+    budget of tokens (``response_budget``), cut at a stop token if it draws one. Also the share in the
+    failing format, the mean right leading steps, and the share that drew a stop token."""
+    records = chain_records(form=form)
     prompts = torch.tensor([render_prompt(tokenizer, r) for r in records for _ in range(samples)])
     generator = torch.Generator().manual_seed(seed)
+    budget = response_budget(form)
     was_training = model.training
     model.eval()
-    ids = prompts
-    for _ in range(STEPS + 1):  # no KV cache: 20 positions, a 1-layer model
-        logits = model(input_ids=ids).logits[:, -1, :].float()
-        nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
-        ids = torch.cat([ids, nxt], dim=1)
+    out = model(input_ids=prompts, use_cache=True)
+    drawn = []
+    for step in range(budget):
+        logits = out.logits[:, -1, :].float()
+        drawn.append(torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator))
+        if step + 1 < budget:
+            out = model(input_ids=drawn[-1], past_key_values=out.past_key_values, use_cache=True)
     model.train(was_training)
-    texts = tokenizer.batch_decode(ids[:, prompts.shape[1] :], skip_special_tokens=True)
+    eos, rows = tokenizer.eos_token_id, torch.cat(drawn, dim=1).tolist()
+    responses = [row[: row.index(eos)] if eos in row else row for row in rows]
+    texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
     answers = [r.spec["answer"] for r in records for _ in range(samples)]
-    scored = [score_chain(t, a) for t, a in zip(texts, answers, strict=True)]
+    scored = [_judge(t, a, form) for t, a in zip(texts, answers, strict=True)]
     n = len(scored)
     return {
         "reward": sum(s[0] for s in scored) / n,
-        "failing_format": sum(t.split()[:1] == [FORMATS[1]] for t in texts) / n,
+        "failing_format": sum(s[1] for s in scored) / n,
         "steps_right": sum(s[2] for s in scored) / n,
+        "stopped": sum(eos in row for row in rows) / n,
     }
+
+
+def _judge(text: str, answer: str, form: str) -> tuple[float, bool, int]:
+    """(reward, failing format, right leading steps) of one response: the plain form's reward program
+    (``score_chain``), or the code form's strict reading of the program (one cut off by the budget,
+    or with a word after its ``)``, is not a program of that shape: it fails, as in the sandbox)."""
+    if form == "code":
+        plain = code_answer_words(text)
+        if plain is None:
+            return 0.0, text.split()[1:2] == [f"'{FORMATS[1]}',"], 0
+        reward, _, right = score_chain(plain, answer)
+        return reward, plain.split()[:1] == [FORMATS[1]], right
+    reward, _, right = score_chain(text, answer)
+    return reward, text.split()[:1] == [FORMATS[1]], right
 
 
 def base_dir(cache: Path, recipe: BaseRecipe, seed: int) -> Path:

@@ -18,7 +18,12 @@ from mucode.algo.catalog import objective_names
 from mucode.config import preset_names
 from mucode.configs import CONFIG_DIR
 
-__all__ = ["COMMON", "STUDIES", "Study", "Variant", "get_study", "study_names"]
+__all__ = ["COMMON", "STUDIES", "TASKS", "Study", "Variant", "get_study", "study_names"]
+
+TASKS = {"chain": "plain", "chain-code": "code"}
+"""A study's task (``--task``) → the chain task's answer form (``mucode.data.chain.FORMS``): ``chain``
+scored in-process by the ``chain`` program, ``chain-code`` judged by the ``code`` program in the sandbox
+(a local verifier over loopback HTTP with the ``local`` backend, started by the trainer per run)."""
 
 COMMON = [
     "batch.samples_per_prompt=8",
@@ -28,8 +33,8 @@ COMMON = [
     "optim.warmup_updates=0",
     "rollout.engine=hf",
     "rollout.temperature=1.0",
-    "rollout.max_response_tokens=18",
-    "rollout.batch_size=1024",
+    "rollout.batch_size=4096",  # fewer decode loops: the tiny model's time is per forward call
+    "train.groups_per_shard=512",  # 8 store shards (8 fsyncs) per stage of 4096 groups, not 64
     "data.max_prompt_tokens=8",
     "train.device=cpu",
     "train.cpu_threads=1",

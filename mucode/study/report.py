@@ -9,10 +9,12 @@ updates, :mod:`mucode.study.heldout`) and the update lines (``stale/veto_token_f
 - ``collapse``: the update of collapse by :func:`collapse_update` (None: no collapse);
 - ``veto``: the mean vetoed token share of each stage's updates (0 where the objective vetoes nothing).
 
-Per variant: the mean and sample sd over seeds of each figure (sd 0 for one seed), the collapsed runs
-``k/n`` and the mean update of collapse over those, and every seed's final reward (none is hidden; a
-run that did not finish is listed as such). :func:`findings` checks the paper's claims on the
-``veto-scopes`` study and says, with the numbers, which held on this toy and which did not.
+Per variant: how many of its seeds finished, the mean and sample sd over the *finished* seeds of each
+figure (sd 0 for one seed), the collapsed runs ``k/n`` and the mean update of collapse over those,
+the runs ending below ``LOW_FINAL``, and every seed's final reward (none is hidden; a run that did not
+finish is listed as such, with its last evaluation so far, and counts in no statistic).
+:func:`findings` checks the paper's claims on the ``veto-scopes`` study and says, with the numbers,
+which held on this toy and which did not.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ COLLAPSE_FLOOR = 0.2
 """… once that best is at least this (a run that never learned cannot collapse) …"""
 COLLAPSE_RECOVERY = 0.8
 """… after which no evaluation gets back to this share of that best."""
+LOW_FINAL = 0.8
+"""The issue's toy counted the runs ending below this held-out reward; the report does too."""
 
 
 def collapse_update(curve: list[tuple[int, float]]) -> int | None:
@@ -84,20 +88,22 @@ def read_run(spec: RunSpec) -> RunFigures:
         return fig
     per_stage: dict[int, list[float]] = {}
     rho: dict[int, list[float]] = {}
+    heldout: dict[int, float] = {}  # by update: a resumed run evaluates its resume point again
     for line in path.read_text().splitlines():
         row = json.loads(line)
         if row.get("event") == "heldout":
-            fig.curve.append((int(row["update"]), float(row["study/heldout_reward"])))
+            heldout[int(row["update"])] = float(row["study/heldout_reward"])
         elif "event" not in row and "stage" in row:
             per_stage.setdefault(int(row["stage"]), []).append(float(row.get("stale/veto_token_frac", 0.0)))
             if "stale/ratio_mean_neg_adv" in row:
                 rho.setdefault(int(row["stage"]), []).append(float(row["stale/ratio_mean_neg_adv"]))
-    fig.curve.sort()
+    fig.curve = sorted(heldout.items())
     fig.veto = [statistics.fmean(per_stage[k]) for k in sorted(per_stage)]
     fig.rho_neg = [statistics.fmean(rho[k]) for k in sorted(rho)]
     if fig.finished:
         done = json.loads((spec.path / "done.json").read_text())
-        fig.seconds = float(done.get("totals", {}).get("time/this_invocation", math.nan) or math.nan)
+        totals = done.get("totals", {})  # the stages' seconds summed over invocations (a resumed run's too)
+        fig.seconds = float(totals.get("time/total", totals.get("time/this_invocation")) or math.nan)
     return fig
 
 
@@ -113,20 +119,25 @@ class VariantStats:
     name: str
     mu: int
     runs: list[RunFigures]
+    """Every seed's run, finished or not (the table lists each); the statistics are the finished ones'."""
+
+    @property
+    def done(self) -> list[RunFigures]:
+        return [r for r in self.runs if r.finished]
 
     def stat(self, attr: str) -> tuple[float, float]:
-        return _mean_sd([getattr(r, attr) for r in self.runs])
+        return _mean_sd([getattr(r, attr) for r in self.done])
 
     def at(self, update: int) -> tuple[float, float]:
-        return _mean_sd([r.at(update) for r in self.runs])
+        return _mean_sd([r.at(update) for r in self.done])
 
     @property
     def collapsed(self) -> list[int]:
-        return [c for c in (r.collapse for r in self.runs) if c is not None]
+        return [c for c in (r.collapse for r in self.done) if c is not None]
 
     def veto_by_stage(self) -> list[float]:
-        stages = max((len(r.veto) for r in self.runs), default=0)
-        return [statistics.fmean([r.veto[k] for r in self.runs if k < len(r.veto)]) for k in range(stages)]
+        stages = max((len(r.veto) for r in self.done), default=0)
+        return [statistics.fmean([r.veto[k] for r in self.done if k < len(r.veto)]) for k in range(stages)]
 
 
 def _mu(spec: RunSpec) -> int:
@@ -158,23 +169,29 @@ def _veto_cell(shares: list[float]) -> str:
     return f"{shares[0]:.3f} / later {later:.3f} ({len(shares)} stages)"
 
 
+def _final_cell(r: RunFigures) -> str:
+    if not r.curve:
+        return "not started"
+    return f"{r.final:.2f}" + ("" if r.finished else f" (unfinished, at {r.curve[-1][0]})")
+
+
 def table(stats: list[VariantStats]) -> str:
     """The markdown table: one row per variant, every seed's final reward in the last column."""
     lines = [
-        "| variant | μ | reward at 128 | peak | final | collapsed | update of collapse | vetoed share per stage "
-        "| s/run | final per seed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | μ | finished | reward at 128 | peak | final | collapsed | update of collapse | ending below "
+        f"{LOW_FINAL} | vetoed share per stage | s/run | final per seed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in stats:
         collapsed = v.collapsed
         when = f"{statistics.fmean(collapsed):.0f}" if collapsed else "–"
-        seeds = ", ".join(
-            f"{r.seed}: {r.final:.2f}" + ("" if r.finished else " (unfinished)") for r in v.runs
-        )
-        seconds = _mean_sd([r.seconds for r in v.runs])[0]
+        seeds = ", ".join(f"{r.seed}: {_final_cell(r)}" for r in v.runs)
+        seconds, n = _mean_sd([r.seconds for r in v.done])[0], len(v.done)
         lines.append(
-            f"| {v.name} | {v.mu} | {_pm(v.at(128))} | {_pm(v.stat('peak'))} | {_pm(v.stat('final'))} "
-            f"| {len(collapsed)}/{len(v.runs)} | {when} | {_veto_cell(v.veto_by_stage())} "
+            f"| {v.name} | {v.mu} | {n}/{len(v.runs)} | {_pm(v.at(128))} | {_pm(v.stat('peak'))} "
+            f"| {_pm(v.stat('final'))} "
+            f"| {len(collapsed)}/{n} | {when} | {sum(r.final < LOW_FINAL for r in v.done)}/{n} "
+            f"| {_veto_cell(v.veto_by_stage())} "
             f"| {'n/a' if math.isnan(seconds) else f'{seconds:.0f}'} | {seeds} |"
         )
     return "\n".join(lines)
@@ -183,7 +200,7 @@ def table(stats: list[VariantStats]) -> str:
 def findings(stats: list[VariantStats]) -> list[str]:
     """The paper's veto-scopes claims checked on these runs: one line each, ``held``/``did not hold``
     (or ``not run`` when a variant it needs is missing), with the numbers."""
-    by = {v.name: v for v in stats}
+    by = {v.name: v for v in stats if v.done}  # a variant without a finished run is "not run"
 
     def verdict(ok: bool) -> str:
         return "held" if ok else "did NOT hold"
@@ -197,13 +214,13 @@ def findings(stats: list[VariantStats]) -> list[str]:
         out.append("(a) not run (needs 'GRPO mu=4' and 'GRPO clip=0.2')")
     for name in ("veto=none", "veto=trigger"):
         if name in by:
-            n, k = len(by[name].runs), len(by[name].collapsed)
+            n, k = len(by[name].done), len(by[name].collapsed)
             out.append(f"(c) {name} collapses in most seeds ({k}/{n}): {verdict(k > n / 2)}")
         else:
             out.append(f"(c) {name}: not run")
     if {"veto=sequence", "veto=none"} <= set(by):
         (ms, ss), (mn, sn) = by["veto=sequence"].stat("final"), by["veto=none"].stat("final")
-        seeds = min(len(by["veto=sequence"].runs), len(by["veto=none"].runs))
+        seeds = min(len(by["veto=sequence"].done), len(by["veto=none"].done))
         out.append(f"(c) sequence veto's final reward above no-veto's by more than their spread "
                    f"({ms:.2f} ± {ss:.2f} vs {mn:.2f} ± {sn:.2f}): "
                    + (verdict(ms - mn > ss + sn) if seeds > 1 else "undecided (one seed has no spread)"))  # fmt: skip
@@ -239,7 +256,7 @@ def plot(stats: list[VariantStats], path: Path, stage_every: int) -> Path:
             sds.append(s)
         for r in v.runs:
             ax.plot([u for u, _ in r.curve], [x for _, x in r.curve], color=color, alpha=0.25, lw=0.7)
-        ax.plot(updates, means, color=color, lw=2, label=f"{v.name} (n={len(v.runs)})")
+        ax.plot(updates, means, color=color, lw=2, label=f"{v.name} ({len(v.done)}/{len(v.runs)} finished)")
         ax.fill_between(
             updates,
             [m - s for m, s in zip(means, sds, strict=True)],

@@ -33,14 +33,16 @@ def run_study(
     heldout_every: int = 16,
     report_only: bool = False,
     base_steps: int = 600,
+    task: str = "chain",
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run study ``name`` (``seeds`` seeds per variant, ``jobs`` runs at once) under ``root`` (default
-    ``runs/study/<name>``) and write its report; returns the report's path and the runs that failed."""
+    """Run study ``name`` (``seeds`` seeds per variant, ``jobs`` runs at once) on ``task`` under ``root``
+    (default ``runs/study/<name>``, ``<name>-<task>`` for another task than ``chain``) and write its
+    report; returns the report's path and the runs that failed."""
     study = get_study(name)
     if seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {seeds}")
-    root = root or Path("runs") / "study" / name
+    root = root or Path("runs") / "study" / (name if task == "chain" else f"{name}-{task}")
     specs = grid(
         study,
         root,
@@ -49,6 +51,7 @@ def run_study(
         variants=variants,
         heldout_every=heldout_every,
         base_steps=base_steps,
+        task=task,
     )
     failed: list[dict[str, Any]] = []
     if not report_only:
@@ -57,6 +60,6 @@ def run_study(
             f"study {name}: {len(specs)} runs ({len(specs) // seeds} variants × {seeds} seeds), {jobs} at a time"
         )
         failed = [o for o in run_grid(specs, jobs, say) if not o["ok"]]
-    report = write_report(specs, root, title=f"mucode study {name}: {study.about}", stage_every=min(
+    report = write_report(specs, root, title=f"mucode study {name} ({task}): {study.about}", stage_every=min(
         study.mu, updates or study.updates))  # fmt: skip
     return {"report": report, "failed": failed, "runs": len(specs)}

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import asyncio
 
-from mucode.data.chain import STEPS, SYMBOLS, chain_answer, chain_records, permutation, sl_answer
+import pytest
+
+from mucode.data.chain import (
+    STEPS,
+    SYMBOLS,
+    chain_answer,
+    chain_records,
+    code_answer_words,
+    form_words,
+    permutation,
+    response_words,
+    sl_answer,
+    to_form,
+)
 from mucode.protocol import Item, Status
 from mucode.rewards.chain import ChainReward, score_chain
 from mucode.rewards.types import RewardContext
@@ -25,7 +38,7 @@ def test_only_format_a_with_every_step_right_scores() -> None:
     answer = chain_records()[0].spec["answer"]
     words = answer.split()
     assert score_chain("A " + answer, answer) == (1.0, Status.correct, STEPS)
-    assert score_chain("A " + answer + " s1 s2", answer)[0] == 1.0  # trailing words are ignored
+    assert score_chain("A " + answer + " s1", answer) == (0.0, Status.wrong_answer, STEPS)  # did not stop
     assert score_chain("B " + answer, answer) == (0.0, Status.no_answer, 0)  # the failing format
     assert score_chain("", answer)[1] is Status.no_answer
     wrong_last = " ".join([*words[:-1], "s999"])
@@ -60,3 +73,22 @@ def test_warm_up_targets_follow_their_probabilities() -> None:
             total += 1
             prev = x  # the chain continues from whatever was written
     assert 0.88 < right / total < 0.92
+
+
+def test_the_code_form_is_a_print_call_read_back_strictly() -> None:
+    record = chain_records(form="code")[2]
+    answer = record.spec["answer"]
+    assert record.program == "code" and record.spec["extract"] == "none"
+    assert record.spec["tests"]["outputs"] == [f"A {answer}\n"]
+    program = to_form("A " + answer, "code")
+    words = program.split()
+    assert words[0] == "print(" and words[-1] == ")" and words[1] == "'A',"
+    assert len(words) == response_words("code") == STEPS + 3 and response_words("plain") == STEPS + 1
+    assert code_answer_words(program) == "A " + answer
+    assert code_answer_words(program + " 's3',") is None  # a word after `)`: a syntax error
+    assert code_answer_words(program[: -len(" )")]) is None  # cut off before `)`
+    assert code_answer_words(program.replace("'A',", "A")) is None  # not a quoted word
+    vocabulary = form_words("code")
+    assert set(words) <= set(vocabulary) and set(form_words("plain")) < set(vocabulary)
+    with pytest.raises(ValueError, match="choose one of plain, code"):
+        chain_records(form="prose")

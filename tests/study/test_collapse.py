@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mucode.study.report import RunFigures, VariantStats, collapse_update, findings
+from mucode.study.report import RunFigures, VariantStats, collapse_update, findings, table
 
 
 def _curve(values: list[float], every: int = 16) -> list[tuple[int, float]]:
@@ -55,3 +55,16 @@ def test_findings_say_held_and_did_not_hold_with_numbers() -> None:
     one_seed = [_variant("veto=none", [[0.3, 0.9, 0.9]]), _variant("veto=sequence", [[0.3, 0.9, 1.0]])]
     assert findings(one_seed)[3].endswith(": undecided (one seed has no spread)")
     assert findings(stats[2:3])[0] == "(a) not run (needs 'GRPO mu=4' and 'GRPO clip=0.2')"
+
+
+def test_unfinished_runs_are_listed_but_count_in_no_statistic() -> None:
+    none = _variant("veto=none", [[0.3, 0.9, 0.1, 0.1], [0.3, 0.9, 0.9, 0.9]])
+    none.runs[1].finished = False  # a run still going: its last evaluation is not a final reward
+    none.runs.append(RunFigures(seed=2, finished=False))  # a run not started
+    assert len(none.done) == 1 and none.stat("final") == (0.1, 0.0) and none.collapsed == [128]
+    assert "veto=none collapses in most seeds (1/1): held" in findings([none])[1]
+    row = table([none]).splitlines()[2]
+    assert row.startswith("| veto=none | 256 | 1/3 | ") and "| 1/1 | 128 | 1/1 |" in row
+    assert row.endswith("0: 0.10, 1: 0.90 (unfinished, at 192), 2: not started |")
+    none.runs[0].finished = False
+    assert findings([none])[1] == "(c) veto=none: not run"

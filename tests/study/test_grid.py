@@ -34,3 +34,18 @@ def test_veto_scopes_sets_each_scope_and_the_baselines() -> None:
 def test_methods_has_one_variant_per_registered_objective() -> None:
     names = [v.name.split(" ")[0] for v in methods_study().variants]
     assert names == list(objective_names())
+
+
+def test_the_grid_is_seed_major_and_the_code_task_runs_a_local_sandbox() -> None:
+    specs = grid(get_study("veto-scopes"), Path("r"), 2, variants=["veto=none", "veto=sequence"])
+    assert [(s.variant, s.seed) for s in specs] == [
+        ("veto=none", 0), ("veto=sequence", 0), ("veto=none", 1), ("veto=sequence", 1),
+    ]  # fmt: skip
+    plain = load_config(specs[0].preset, [*specs[0].overrides, "model.path=tiny"])
+    code_spec = grid(get_study("veto-scopes"), Path("r"), 1, variants=["veto=none"], task="chain-code")[0]
+    code = load_config(code_spec.preset, [*code_spec.overrides, "model.path=tiny"])
+    budgets = (plain.rollout.max_response_tokens, code.rollout.max_response_tokens)
+    assert budgets == (18, 20)  # the answer and the stop token
+    assert code.verifier.backend == "local" and not code.verifier.url and code_spec.form == "code"
+    with pytest.raises(KeyError, match="tasks: chain, chain-code"):
+        grid(get_study("tau"), Path("r"), 1, task="chain-sql")
