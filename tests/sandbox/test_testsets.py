@@ -14,11 +14,11 @@ import socket
 from typing import Any
 
 import pytest
+from mucode.sandbox.executor.protocol import recv_frame, send_frame, send_raw
+from mucode.sandbox.executor.testsets import ENTRIES, Store, key_of, pack, unpack
 from sandbox_helpers import GUARD, Handle, assert_confined, assert_nothing_left, every_slot_correct, stdio_job
 
 from mucode.protocol import Status
-from mucode.sandbox.executor.protocol import recv_frame, send_frame, send_raw
-from mucode.sandbox.executor.testsets import ENTRIES, Store, key_of, pack, unpack
 from mucode.sandbox.testsets import Shipments
 
 SUM_OK = "import sys\nd = sys.stdin.read().split()\nprint(sum(map(int, d[1:])))"
