@@ -46,3 +46,18 @@ def test_the_rule_sees_a_long_function() -> None:
     assert "long because" not in (ast.get_docstring(fn) or "")
     (fn2,) = _functions(excused)
     assert "long because" in (ast.get_docstring(fn2) or "")
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """The test folders have no ``__init__.py``, so pytest imports each test module by its basename:
+    two files of one name in different folders stop the whole run at collection."""
+    tests = Path(__file__).resolve().parent
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted(tests.rglob("*.py")):
+        if path.name == "conftest.py" or "fixtures" in path.parts:
+            continue
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(tests)} and {path.relative_to(tests)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, "rename one of each pair: " + "; ".join(clashes)
