@@ -128,13 +128,8 @@ def recv_raw(sock: socket.socket) -> bytes | None:
 
 def recv_frame(sock: socket.socket) -> Frame | None:
     """The next frame, or None when the peer closed the connection cleanly."""
-    head = _recv_exact(sock, HEADER.size)
-    if head is None:
-        return None
-    body = _recv_exact(sock, body_length(head))
-    if body is None:
-        raise ProtocolError("connection closed mid-frame")
-    return decode_body(body)
+    body = recv_raw(sock)
+    return None if body is None else decode_body(body)
 
 
 # ---- asyncio streams (mucode's client) ----------------------------------------------------------
