@@ -114,6 +114,16 @@ class Slot:
             pass
         return 0
 
+    def memory_cgroup_mb(self) -> float:
+        """The slot memory cgroup's limit in MiB (0 without one)."""
+        if self.oom_control is None:
+            return 0.0
+        try:
+            with open(os.path.join(os.path.dirname(self.oom_control), "memory.limit_in_bytes")) as f:
+                return int(f.read()) / (1 << 20)
+        except (OSError, ValueError):
+            return 0.0
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -358,6 +368,8 @@ def run_test(
     killed_by_kernel = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and not stopped
     if limit_hit is None and slot.oom_kills() > oom_before and (killed_by_kernel or not slot.oom_shared):
         limit_hit = "memory_cgroup"  # a shared cgroup's kill is this run's only if it took this run
+    if _thrashed_at_memory_limit(slot, usage.ru_maxrss / 1024.0, status, limit_hit):
+        limit_hit = "memory_cgroup"
     if limit_hit == "memory_cgroup" and not cleanup.wipe(slot.root, slot.uid):
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")  # what filled it goes first
     try:
@@ -387,6 +399,21 @@ def run_test(
     if lang.oom_text and result["status"] == "runtime_error" and lang.oom_text in result["stderr"]:
         result.update(status="memory_limit", limit_hit="memory")  # the JVM's OutOfMemoryError
     return result
+
+
+def _thrashed_at_memory_limit(slot: Slot, peak_mb: float, status: int, limit_hit: str | None) -> bool:
+    """A run stopped by its time limits while it held 90% of its memory cgroup (the slot's, or the
+    container's) itself: the kernel may reclaim the cgroup's file pages (the interpreter's own code
+    among them) instead of OOM-killing, and the program then spends its time refaulting them (seen
+    on a fresh machine). Its cause is memory: ``memory_limit``, as if the OOM killer had come. Only
+    a job whose ``memory_limit_mb`` is near the cgroup's can get here."""
+    timed_out = limit_hit == "wall_time" or (
+        limit_hit is None
+        and os.WIFSIGNALED(status)
+        and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
+    )
+    cap = slot.memory_cgroup_mb() if timed_out else 0.0
+    return cap > 0 and peak_mb >= 0.9 * cap
 
 
 def _reap_run(slot: Slot, pids: list[int]) -> Any:
@@ -630,6 +657,8 @@ def _outcome(
         ).decode("utf-8", "replace")
     elif limit_hit == "output" or ctl.over or any(ev["ev"] == "output_limit" for ev in harness_events):
         verdict, limit_hit = "output_limit", "output"
+    elif limit_hit == "memory_cgroup":  # before the time limits: a thrashing run times out too
+        verdict, limit_hit = "memory_limit", "memory"
     elif limit_hit == "wall_time":
         verdict = "time_limit"
     elif (
@@ -638,11 +667,7 @@ def _outcome(
         or (sig == signal.SIGKILL and cpu >= math.ceil(lim.time_limit_s))
     ):
         verdict, limit_hit = "time_limit", "cpu_time"
-    elif (
-        "MemoryError" in exc_types
-        or limit_hit == "memory_cgroup"
-        or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb)
-    ):
+    elif "MemoryError" in exc_types or (sig is not None and peak_mb >= 0.9 * lim.memory_limit_mb):
         verdict, limit_hit = "memory_limit", "memory"
     elif "compile_error" in kinds:
         verdict = "compile_error"

@@ -250,6 +250,10 @@ class LocalBackend(PooledBackend):
                     slot = CGROUP_V1 / c / name / f"slot{i}"
                     if c == "memory":
                         (slot / "memory.limit_in_bytes").write_text(str(self.slot_memory_mb << 20))
+                        (slot / "memory.swappiness").write_text("0")  # a host with swap: no paging out
+                        memsw = slot / "memory.memsw.limit_in_bytes"  # only with swap accounting
+                        if memsw.exists():
+                            memsw.write_text(str(self.slot_memory_mb << 20))
                     elif c == "pids":
                         (slot / "pids.max").write_text(str(self.nproc + 8))  # + manager, handler, helpers
         except OSError as exc:

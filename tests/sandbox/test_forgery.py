@@ -260,3 +260,47 @@ def test_a_full_memory_cgroup_is_the_programs_memory_limit(sb: Handle) -> None:
     assert r.verdict is Status.memory_limit, r
     every_slot_correct(sb)
     assert_nothing_left(sb)
+
+
+# Anonymous memory to 92% of the cgroup, then files read past its limit with their cached pages
+# dropped first (so they are charged here: the kernel reclaims them, no OOM kill), then a spin.
+THRASH = (
+    GUARD
+    + """import os
+blocks = [bytearray(16 << 20) for _ in range(int({cap_mb} * 0.92) // 16)]
+read = 0
+for root, _, names in os.walk("/usr/lib"):
+    for name in names:
+        path = os.path.join(root, name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if os.fstat(fd).st_size < (1 << 20):
+                continue
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            while chunk := os.read(fd, 1 << 20):
+                read += len(chunk)
+        finally:
+            os.close(fd)
+        if read > (600 << 20):
+            break
+    if read > (600 << 20):
+        break
+while True:
+    pass
+"""
+)
+
+
+def test_a_run_that_times_out_at_its_memory_cgroups_limit_is_memory_limit(sb: Handle) -> None:
+    """Where the kernel reclaims the cgroup's file pages rather than OOM-kill (on a fresh machine it
+    reclaimed the interpreter's own, and the program refaulted them until its CPU time ran out), a
+    run that hit the limit holding most of it is ``memory_limit``, not ``time_limit``."""
+    assert_confined(sb)
+    cap_mb = 2048 if sb.kind == "local" else 3072  # the slot's cgroup; the 3-slot container's
+    r = sb.judge(stdio_job(THRASH.format(cap_mb=cap_mb), [""], [""], time_limit_s=3, memory_limit_mb=8192))
+    assert r.verdict is Status.memory_limit, r
+    every_slot_correct(sb)
+    assert_nothing_left(sb)
