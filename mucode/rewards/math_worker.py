@@ -31,7 +31,9 @@ A worker scores with ``Scorer``, which gives the same verdicts with less work:
   round floats to 6 places) equal to the other value exactly or more than 1e-5 away from it; anything
   closer goes to math-verify;
 - a boxed plain integer or ``\\frac`` of integers against any other gold skips math-verify's parse
-  (antlr): ``_parsed_number`` builds the ``[value, text]`` its parse returns, and its ``verify`` decides.
+  (antlr): ``_parsed_number`` builds the ``[value, text]`` its parse returns, and its ``verify`` decides;
+- any other boxed answer is parsed once per worker (an LRU of parsed answers, whatever the gold: the
+  parse does not depend on it), so a wrong answer that recurs across prompts costs one parse.
 
 Requests are chunks: one line holds a list of ``[gold, final answer, timeout_s]`` items; the reply is
 one line per item, written as each is done, so the parent can time every item on its own.
@@ -62,6 +64,7 @@ _SIMPLE = re.compile(
     rf"|(?P<neg>-?)\\[dt]?frac\{{(?P<p>-?{_WHOLE})\}}\{{(?P<q>[1-9][0-9]{{0,11}})\}})"
 )
 _FAR = fractions.Fraction(1, 10**5)
+ANSWER_CACHE_CHARS = 1000  # boxed answers longer than this are parsed each time (and not kept)
 _PARSED_INT = re.compile(r"-?[1-9][0-9]{0,11}|0")
 _PARSED_FRAC = re.compile(r"(-?)\\frac\{(-?[1-9][0-9]{0,11})\}\{([1-9][0-9]{0,11})\}")
 
@@ -173,21 +176,35 @@ def _gold_error(gold: str, error: str | None) -> dict[str, Any]:
     }
 
 
-def _score_text(gold_parsed: list[Any], text: str) -> dict[str, Any]:
-    """math-verify on the final-answer text ``text`` against a parsed gold."""
-    from math_verify import LatexExtractionConfig, parse, verify  # lazy: math_verify
+def _parse_text(text: str) -> list[Any] | str:
+    """math-verify's parse of a final-answer text, or why it failed (a parse error's text)."""
+    from math_verify import LatexExtractionConfig, parse  # lazy: math_verify
 
     try:
-        parsed = parse(
-            text, [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None, raise_on_error=True
+        return list(
+            parse(
+                text,
+                [LatexExtractionConfig(boxed_match_priority=0)],
+                parsing_timeout=None,
+                raise_on_error=True,
+            )
         )
     except Exception as exc:  # noqa: BLE001 - an unparsable response is "no answer", not a crash
-        return {"status": "no_answer", "details": {"parse_error": f"{type(exc).__name__}: {exc}"[:500]}}
+        return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _judge_parsed(gold_parsed: list[Any], parsed: list[Any] | str) -> dict[str, Any]:
+    if isinstance(parsed, str):
+        return {"status": "no_answer", "details": {"parse_error": parsed}}
     if not parsed:
         return {"status": "no_answer", "details": {}}
-    extracted = str(parsed[-1])[:1000]
-    ok = verify(gold_parsed, parsed, timeout_seconds=None)
-    return {"status": "correct" if ok else "wrong_answer", "details": {"extracted": extracted}}
+    ok = _verify(gold_parsed, parsed)
+    return {"status": "correct" if ok else "wrong_answer", "details": {"extracted": str(parsed[-1])[:1000]}}
+
+
+def _score_text(gold_parsed: list[Any], text: str) -> dict[str, Any]:
+    """math-verify on the final-answer text ``text`` against a parsed gold."""
+    return _judge_parsed(gold_parsed, _parse_text(text))
 
 
 def check_answer(gold: str, response: str) -> dict[str, Any]:
@@ -206,9 +223,25 @@ class Scorer:
 
     ``score(gold, text)`` takes the final-answer text (``final_answer(response)``)."""
 
-    def __init__(self, max_golds: int = 4096) -> None:
+    def __init__(self, max_golds: int = 4096, max_answers: int = 4096) -> None:
         self.max_golds = max_golds
+        self.max_answers = max_answers
         self._golds: collections.OrderedDict[str, tuple[list[Any], str | None]] = collections.OrderedDict()
+        self._answers: collections.OrderedDict[str, list[Any] | str] = collections.OrderedDict()
+
+    def answer(self, text: str) -> list[Any] | str:
+        """``_parse_text(text)``, from an LRU of boxed answers: a wrong answer recurs across prompts
+        (another problem's answer, a common slip), and the parse does not depend on the gold."""
+        if not text.startswith("\\boxed{") or len(text) > ANSWER_CACHE_CHARS:
+            return _parse_text(text)
+        entry = self._answers.get(text)
+        if entry is None:
+            entry = self._answers[text] = _parse_text(text)  # a timeout raises: nothing is kept
+            if len(self._answers) > self.max_answers:
+                self._answers.popitem(last=False)
+        else:
+            self._answers.move_to_end(text)
+        return entry
 
     def gold(self, gold: str) -> tuple[list[Any], str | None]:
         entry = self._golds.get(gold)
@@ -241,7 +274,7 @@ class Scorer:
         if parsed is not None:  # what math-verify's parse gives, without antlr; its verify decides
             ok = _verify(gold_parsed, parsed)
             return {"status": "correct" if ok else "wrong_answer", "details": {"extracted": inner}}
-        return _score_text(gold_parsed, text)
+        return _judge_parsed(gold_parsed, self.answer(text))
 
 
 def _check_with_alarm(scorer: Scorer, gold: str, text: str, timeout_s: float) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from fractions import Fraction
 import pytest
 from mucode.eval.data import MATH_DATA_DIR
 
+from mucode.rewards import math_worker
 from mucode.rewards.math import MathSpec
 from mucode.rewards.math_pool import MathWorkerPool
 from mucode.rewards.math_worker import (
@@ -73,6 +74,26 @@ def test_scorer_matches_math_verify_on_every_shipped_answer(reference: list[tupl
     assert not mismatches, mismatches[:10]
     statuses = {s for *_, s in reference}
     assert {"correct", "wrong_answer"} <= statuses  # the cases exercise both verdicts
+
+
+def test_a_recurring_answer_is_parsed_once_and_judged_against_each_gold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The answer LRU: one boxed answer scored against several golds (as another problem's answer
+    recurs in a stage) gets check_answer's verdict every time, from one parse."""
+    golds = _golds("math500.jsonl", "answer")[:120]
+    cases = [
+        (golds[(i + k) % len(golds)], f"\\boxed{{{golds[i]}}}") for i in range(len(golds)) for k in (1, 2, 3)
+    ]
+    want = [check_answer(gold, text)["status"] for gold, text in cases]
+    parses: list[str] = []
+    real = math_worker._parse_text
+    monkeypatch.setattr(math_worker, "_parse_text", lambda text: parses.append(text) or real(text))
+    scorer = Scorer()
+    got = [scorer.score(gold, text)["status"] for gold, text in cases]
+    assert got == want
+    assert parses and len(parses) == len(set(parses)) == len(scorer._answers)  # each text once
+    assert {"correct", "wrong_answer"} <= set(want)
 
 
 def test_pool_matches_math_verify_with_every_answer_sent_twice(reference: list[tuple[str, str, str]]) -> None:
