@@ -1,7 +1,7 @@
 """Evaluator throughput at real size, next to the upstream graders on the same samples.
 
     python bench/eval.py [--lcb-mb 12] [--samples 8] [--plus-inputs 1000] [--workers 2]
-                         [--backend local|docker] [--slots 2] [--rounds 1]
+                         [--backend local|docker] [--image IMAGE] [--slots 2] [--rounds 1]
 
 Rows (samples scored per second, wall clock):
 - LiveCodeBench, one stdin problem with `--lcb-mb` MB of private tests (LiveCodeBench's encoding,
@@ -215,6 +215,11 @@ def main() -> None:
     ap.add_argument("--backend", default="local", choices=["local", "docker"])
     ap.add_argument("--slots", type=int, default=2, help="sandbox slots of the verifier service")
     ap.add_argument(
+        "--image",
+        default=os.environ.get("MUCODE_SANDBOX_IMAGE", "mucode-sandbox:latest"),
+        help="docker: the sandbox image (a branch's own executor; default $MUCODE_SANDBOX_IMAGE)",
+    )
+    ap.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -228,7 +233,9 @@ def main() -> None:
     from proctree import cpu_s  # bench/proctree.py
     from verifier import Service  # bench/verifier.py
 
-    options = {"slots": args.slots} if args.backend == "local" else {"containers": args.slots}
+    options = (
+        {"slots": args.slots} if args.backend == "local" else {"containers": args.slots, "image": args.image}
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tests = lcb_problem(Path(tmp) / "lcb", args.lcb_mb)

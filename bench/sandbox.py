@@ -585,11 +585,13 @@ def run(args: argparse.Namespace, fair: bool) -> None:
     print(f"# load after: {os.getloadavg()[0]:.2f}")
     by = {(r.system, r.workload, r.concurrency): r.tests_per_s for r in rows}
     for conc in concs:
-        d, f = by.get(("docker", "a+b", conc)), by.get(("floor: fresh python3 -I -S", "a+b", conc))
-        if d and f:
-            print(
-                f"# a+b at concurrency {conc}: docker {d:.0f} tests/s = {d / f:.2f}x the fresh-subprocess floor"
-            )
+        for system in ("local", "docker"):
+            d, f = by.get((system, "a+b", conc)), by.get(("floor: fresh python3 -I -S", "a+b", conc))
+            if d and f:
+                print(
+                    f"# a+b at concurrency {conc}: {system} {d:.0f} tests/s = {d / f:.2f}x the "
+                    "fresh-subprocess floor"
+                )
     for (system, workload, conc), value in by.items():
         py = by.get((system, workload.rsplit(" ", 1)[0], conc))
         if workload.endswith((" cpp", " java")) and py:

@@ -14,6 +14,10 @@ Rows (items per second):
   a shared machine.
 The service runs as a child process (``python -m mucode.verifier``) so its CPU time is its own.
 ``--load-seconds`` adds a fixed-rate load run (mixed code+math) with the server's memory over time.
+``--run-code N`` (alone): N whole programs (read two integers, print their sum) through HTTP
+``/run_code`` with SandboxFusion's fields, on a ``--backend`` service, against the bare floor of a
+fresh ``/usr/bin/python3 -I -S`` per program (no isolation), at each ``--run-code-concurrency``, in
+``--rounds`` alternating rounds; the median ratio.
 ``--big-tests-mb N`` (alone with ``--only-big-tests``) sends one problem with N MB of stdio tests and
 ``--samples`` samples through ``VerifierClient`` with the default request cap: requests sent, wall
 time, the service's CPU time and the client's peak Python memory while it prepares and sends
@@ -137,7 +141,9 @@ def bench_math_in_process(items: list[dict], warmup: list[dict]) -> tuple[float,
 class Service:
     """`python -m mucode.verifier` as a child process (so its CPU time can be measured alone)."""
 
-    def __init__(self, backend_options: dict, math_workers: int, backend: str = "docker") -> None:
+    def __init__(
+        self, backend_options: dict, math_workers: int, backend: str = "docker", run_code: bool = False
+    ) -> None:
         import socket
 
         with socket.socket() as s:
@@ -147,7 +153,7 @@ class Service:
             **os.environ,
             "MUCODE_PORT": str(self.port),
             "MUCODE_BACKEND": backend,
-            "MUCODE_RUN_CODE": "false",
+            "MUCODE_RUN_CODE": "true" if run_code else "false",
             "MUCODE_BACKEND_OPTIONS": json.dumps(backend_options),
             "MUCODE_MATH_WORKERS": str(math_workers),
             "MUCODE_PROGRAMS": '["code", "math"]',
@@ -239,6 +245,68 @@ def bench_big_tests(mb: float, samples: int, backend: str, backend_options: dict
     print(f"statuses: {statuses}")
 
 
+A_PLUS_B = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def _floor_run(_: int) -> float:
+    """One fresh ``python3 -I -S`` per program, stdin on a pipe, no isolation: the bare floor."""
+    t = time.perf_counter()
+    out = subprocess.run(
+        ["/usr/bin/python3", "-I", "-S", "-c", A_PLUS_B], input=b"20 22\n", capture_output=True, check=True
+    )
+    assert out.stdout == b"42\n", out
+    return time.perf_counter() - t
+
+
+async def _run_code_pass(url: str, n: int, conc: int) -> float:
+    """Wall seconds for ``n`` /run_code requests (SandboxFusion's fields) at ``conc`` in flight."""
+    sem = asyncio.Semaphore(conc)
+    body = {"code": A_PLUS_B, "stdin": "20 22\n", "language": "python", "run_timeout": 10}
+    async with httpx.AsyncClient(timeout=60) as client:
+
+        async def one() -> None:
+            async with sem:
+                r = await client.post(f"{url}/run_code", json=body)
+                reply = r.json()
+                assert reply["status"] == "Success" and reply["run_result"]["stdout"] == "42\n", reply
+
+        await asyncio.gather(*(one() for _ in range(conc * 2)))  # warm-up: connections, slots
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        return time.perf_counter() - t0
+
+
+def bench_run_code(backend: str, options: dict, n: int, concs: list[int], rounds: int) -> None:
+    """Whole programs through HTTP ``/run_code`` against the bare subprocess floor, in alternating
+    rounds (the same load for both); the median ratio per concurrency."""
+    import statistics
+    from concurrent.futures import ThreadPoolExecutor
+
+    service = Service(options, 1, backend=backend, run_code=True)
+    print(f"\n| /run_code ({backend}) | concurrency | programs/s | floor programs/s | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    try:
+        for conc in concs:
+            ratios, served, floors = [], [], []
+            with ThreadPoolExecutor(conc) as pool:
+                list(pool.map(_floor_run, range(conc * 2)))
+                for _ in range(rounds):
+                    t0 = time.perf_counter()
+                    list(pool.map(_floor_run, range(n)))
+                    floor = n / (time.perf_counter() - t0)
+                    rate = n / asyncio.run(_run_code_pass(service.url, n, conc))
+                    ratios.append(rate / floor)
+                    served.append(rate)
+                    floors.append(floor)
+            print(
+                f"| python a+b | {conc} | {statistics.median(served):.0f} | {statistics.median(floors):.0f} | "
+                f"{statistics.median(ratios):.2f}x |",
+                flush=True,
+            )
+    finally:
+        service.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--code-items", type=int, default=400)
@@ -269,9 +337,24 @@ def main() -> None:
         default="docker",
         help="sandbox backend of the --big-tests-mb service (the other rows use docker)",
     )
+    ap.add_argument(
+        "--run-code",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only: N whole programs through HTTP /run_code vs a fresh python3 per program (--backend)",
+    )
+    ap.add_argument("--run-code-concurrency", default="1,2", help="concurrencies of the --run-code rows")
+    ap.add_argument("--rounds", type=int, default=3, help="--run-code: alternating rounds (median ratio)")
     args = ap.parse_args()
 
     backend_options = {"containers": args.containers, "slots_per_container": args.slots}
+    if args.run_code > 0:
+        options = backend_options if args.backend == "docker" else {"slots": args.containers * args.slots}
+        concs = [int(c) for c in args.run_code_concurrency.split(",")]
+        print(f"# /run_code bench: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f} at start")
+        bench_run_code(args.backend, options, args.run_code, concs, args.rounds)
+        return
     if args.big_tests_mb > 0:
         options = backend_options if args.backend == "docker" else {"slots": args.slots}
         bench_big_tests(args.big_tests_mb, args.samples, args.backend, options)
