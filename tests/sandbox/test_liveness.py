@@ -26,19 +26,30 @@ from mucode.protocol import Status
 SLOW = "import time\ntime.sleep(1.5)\nprint(int(input()) + 1)\n"
 
 
+def _live_parent(pid: int) -> int | None:
+    """The parent of ``pid`` if ``pid`` is alive (not a zombie) and its parent is root's, else None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        ppid = int(status["PPid"])
+        root_parent = os.stat(f"/proc/{ppid}").st_uid == 0
+    except (OSError, KeyError, ValueError):
+        return None
+    return ppid if root_parent and not status["State"].strip().startswith("Z") else None
+
+
 def _handler_of_running_job(h: Handle, timeout_s: float = 30.0) -> int:
-    """The job handler (root, parent of the slot-uid test process) of the job now running."""
+    """The job handler (root, parent of the slot-uid test process) of the job now running: SLOW's
+    process, which sleeps 1.5 s. A process still there 0.2 s later is it, not the exiting test
+    process of an earlier job (whose handler may be finishing that job on another slot)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for pid, _ in slot_processes(h.slot_uids):
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    status = f.read()
-            except OSError:
-                continue
-            ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-            if os.stat(f"/proc/{ppid}").st_uid == 0:
-                return ppid
+        seen = {pid: ppid for pid, _ in slot_processes(h.slot_uids) if (ppid := _live_parent(pid))}
+        if seen:
+            time.sleep(0.2)
+            for pid, ppid in seen.items():
+                if _live_parent(pid) == ppid:
+                    return ppid
         time.sleep(0.02)
     pytest.fail("no running job found")
 
@@ -71,6 +82,7 @@ def test_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run(kind
         fut = asyncio.run_coroutine_threadsafe(h.backend.judge(job), h.loop)
         os.kill(_handler_of_running_job(h), signal.SIGSTOP)  # a handler that never finishes
         seen_stuck = False
+        health: dict[str, object] = {}
         deadline = time.monotonic() + 60
         while not fut.done() and time.monotonic() < deadline:
             health = h.health()
@@ -78,7 +90,10 @@ def test_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run(kind
                 assert not health["ok"], health
                 seen_stuck = True
             time.sleep(0.05)
-        assert seen_stuck, "health never reported the stuck slot"
+        assert seen_stuck, (
+            f"health never reported the stuck slot; job: {fut.result(1) if fut.done() else 'running'}, "
+            f"last health: {health}"
+        )
         assert fut.result(60).verdict is Status.correct  # re-run once on a fresh slot
         assert h.health()["ok"]
         every_slot_correct(h)
