@@ -304,20 +304,21 @@ def test_a_run_that_times_out_at_its_memory_cgroups_limit_is_memory_limit(kind: 
     """Where the kernel reclaims the cgroup's file pages rather than OOM-kill (on a fresh machine it
     reclaimed the interpreter's own, and the program refaulted them until its CPU time ran out), a
     run that hit the limit holding most of it is ``memory_limit``, not ``time_limit``. A backend of
-    its own, one slot with a 1 GiB memory cgroup: what earlier jobs left in a shared cgroup (page
-    cache, the test-set cache) does not decide how far the program gets."""
+    its own, one slot with a 2 GiB memory cgroup (room for the executor beside the program): what
+    earlier jobs left in a shared cgroup (page cache, the test-set cache) does not decide how far
+    the program gets."""
     if kind == "local" and os.geteuid() != 0:
         pytest.skip("the local sandbox backend needs root (CI runs as root)")
     image = os.environ.get("MUCODE_SANDBOX_IMAGE", "mucode-sandbox:latest")
     options = (
-        {"slots": 1, "uid_base": 61400, "slot_memory_mb": 1024}
+        {"slots": 1, "uid_base": 61400, "slot_memory_mb": 2048}
         if kind == "local"
-        else {"containers": 1, "slots_per_container": 1, "memory_mb": 1024, "uid_base": 11400, "image": image}
+        else {"containers": 1, "slots_per_container": 1, "memory_mb": 2048, "uid_base": 11400, "image": image}
     )
     h = Handle(kind, health_interval_s=1.0, **options)
     try:
         assert_confined(h)
-        r = h.judge(stdio_job(THRASH.format(cap_mb=1024), [""], [""], time_limit_s=3, memory_limit_mb=8192))
+        r = h.judge(stdio_job(THRASH.format(cap_mb=2048), [""], [""], time_limit_s=3, memory_limit_mb=8192))
         assert r.verdict is Status.memory_limit, r
         every_slot_correct(h)
         assert_nothing_left(h)
