@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -130,6 +132,23 @@ def _fault_outcome(frame: dict[str, Any], verdict: Status, why: str) -> TestOutc
     return to_outcome({**frame, "stdout": "", "stderr": why}, verdict)
 
 
+_TEST_FRAME = re.compile(rb'\{"ev":"test","index":([0-9]{1,9})[,}]')
+"""How the executor begins a test frame (``send_outcome``; the program writes none of it)."""
+
+
+def job_for_frame(job: CodeJob, body: bytes) -> CodeJob:
+    """What judging one reply needs of ``job``, for the trip to a judge worker: no inputs, and of
+    the expected outputs only the one of the test the frame names (the others empty). A job's test
+    set crossed the pipe whole, pickled, for every large reply: 12 MB of tests, once per test."""
+    t = job.tests
+    m = _TEST_FRAME.match(body)
+    outputs = list(t.outputs)
+    if m is not None and int(m[1]) < len(outputs):
+        i = int(m[1])
+        outputs = [""] * i + [outputs[i]]
+    return dataclasses.replace(job, tests=dataclasses.replace(t, inputs=[], outputs=outputs))
+
+
 def judge_body(job: CodeJob, plan: AssertPlan | None, body: bytes) -> dict[str, Any]:
     """In a judge worker: one reply's body decoded and, for a test, judged. Returns the frame without
     its bulky fields (``asserts``), the outcome under ``_outcome``."""
@@ -227,7 +246,8 @@ class PooledBackend:
             try:
                 if job is None:
                     return await self.judge_pool.call(__name__, "decode_inline", body)  # type: ignore[no-any-return]
-                return await self.judge_pool.call(__name__, "judge_body", job, plan, body)  # type: ignore[no-any-return]
+                slim = job_for_frame(job, body)
+                return await self.judge_pool.call(__name__, "judge_body", slim, plan, body)  # type: ignore[no-any-return]
             except JudgeFault as fault:
                 status = fault.status if fault.status in _STATUS_TO_VERDICT else "runtime_error"
                 frame: dict[str, Any] = {

@@ -6,6 +6,7 @@ both backends (each followed by a correct program), the host's frame cap, and th
 from __future__ import annotations
 
 import asyncio
+import pickle
 import struct
 import time
 
@@ -15,7 +16,15 @@ from sandbox_helpers import GUARD, Handle, every_slot_correct
 from mucode.protocol import Status
 from mucode.sandbox import CodeJob, TestSpec
 from mucode.sandbox.client import _decode_inline, _recv_reply
-from mucode.sandbox.judging import MAX_FRAME_BYTES, JudgeFault, JudgePool, json_equal, loads_pairs
+from mucode.sandbox.judging import (
+    INLINE_BYTES,
+    MAX_FRAME_BYTES,
+    JudgeFault,
+    JudgePool,
+    json_equal,
+    loads_pairs,
+)
+from mucode.sandbox.pooled import job_for_frame, judge_body
 from mucode.sandbox.types import JobResult
 
 # A program that returns a list nested 5000 deep: the sandbox encodes it (it raised its own recursion
@@ -163,3 +172,39 @@ def test_a_judge_that_overruns_is_the_programs_verdict_and_the_pool_recovers(fn:
         assert asyncio.run(run()) == 42
     finally:
         pool.close()
+
+
+def test_a_large_reply_goes_to_its_judge_without_the_test_set() -> None:
+    """A reply over ``INLINE_BYTES`` is judged in a worker; what crosses the pipe is the job without
+    its inputs and with only that test's expected output, and the verdict is the same as with the
+    whole job, for every test of a real frame the executor's encoder wrote."""
+    from mucode.sandbox.executor.protocol import HEADER, encode_frame
+
+    n = 5
+    outputs = [f"{i}\n" + "y" * (INLINE_BYTES + i) + "\n" for i in range(n)]
+    job = CodeJob("print(0)", TestSpec("stdio", ["x" * (1 << 20)] * n, outputs))
+    full = len(pickle.dumps(job))
+    for i in range(n):
+        for stdout, want in ((outputs[i], Status.correct), (outputs[(i + 1) % n], Status.wrong_answer)):
+            frame = {"ev": "test", "index": i, "status": "ok", "stdout": stdout, "stderr": "", "exit_code": 0}
+            body = encode_frame(frame)[HEADER.size :]
+            assert len(body) > INLINE_BYTES
+            slim = job_for_frame(job, body)
+            assert not slim.tests.inputs and slim.tests.outputs[i] == outputs[i]
+            assert len(pickle.dumps(slim)) < full / 50
+            assert judge_body(slim, None, body)["_outcome"] == judge_body(job, None, body)["_outcome"]
+            assert judge_body(slim, None, body)["_outcome"].verdict is want
+    other = encode_frame({"ev": "compile", "status": "ok"})[HEADER.size :]  # not a test frame: no inputs
+    assert job_for_frame(job, other).tests.outputs == outputs and not job_for_frame(job, other).tests.inputs
+
+
+def test_large_outputs_judge_right_through_a_backend(sb: Handle) -> None:
+    """stdio tests with 1 MiB inputs and ~40 KB outputs (judged in the worker): right and wrong."""
+    program = "s = input()\nprint(len(s))\nprint(s[:40000])\n"
+    inputs = [chr(97 + i) * (1 << 20) for i in range(3)]
+    outputs = [f"{1 << 20}\n" + chr(97 + i) * 40000 + "\n" for i in range(3)]
+    right = sb.judge(CodeJob(program, TestSpec("stdio", inputs, outputs)))
+    assert right.verdict is Status.correct, right
+    wrong = sb.judge(CodeJob(program, TestSpec("stdio", inputs, [*outputs[:2], outputs[0]])))
+    assert wrong.verdict is Status.wrong_answer, wrong
+    assert [t.verdict for t in wrong.tests] == [Status.correct, Status.correct, Status.wrong_answer]
