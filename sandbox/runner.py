@@ -125,6 +125,41 @@ class Slot:
             return 0.0
 
 
+class CgroupPeak:
+    """The highest non-file usage (anonymous memory, tmpfs and memfd pages, kernel memory: what the
+    kernel cannot reclaim without swap) of the slot's memory cgroup while a run goes on, sampled
+    every ``EVERY_S`` once the run is ``AFTER_S`` old (short runs never read it). A cgroup full of
+    it leaves only file pages to reclaim: the kernel may then thrash instead of OOM-killing."""
+
+    AFTER_S = 0.5
+    EVERY_S = 0.1
+
+    def __init__(self, slot: Slot, start: float) -> None:
+        self.dir = os.path.dirname(slot.oom_control) if slot.oom_control is not None else None
+        self.next = start + self.AFTER_S
+        self.peak_mb = 0.0
+
+    def due(self, now: float) -> float | None:
+        """Seconds until the next sample (0: now), or None when there is nothing to sample."""
+        return None if self.dir is None else max(0.0, self.next - now)
+
+    def sample(self, now: float) -> None:
+        assert self.dir is not None
+        self.next = now + self.EVERY_S
+        try:
+            with open(os.path.join(self.dir, "memory.usage_in_bytes")) as f:
+                usage = int(f.read())
+            files = 0
+            with open(os.path.join(self.dir, "memory.stat")) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key in ("total_active_file", "total_inactive_file"):
+                        files += int(value)
+        except (OSError, ValueError):
+            return
+        self.peak_mb = max(self.peak_mb, (usage - files) / (1 << 20))
+
+
 @dataclass(frozen=True)
 class Limits:
     time_limit_s: float
@@ -319,6 +354,7 @@ def run_test(
     token = os.urandom(16).hex()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
+    peak = CgroupPeak(slot, start)
     two = job.get("mode") == "assert" and lang.runner == "fork_python"
     h = _Harness.start(job, lang, slot, lim, token) if two else None
     pid = os.fork()
@@ -341,7 +377,7 @@ def run_test(
     sel.register(exit_fd, selectors.EVENT_READ, "exit")
     stopped = False  # assert mode: the program still serving when the tests ended (stopped here)
     try:
-        limit_hit = _watch(sel, stdin_w, stdin_data, start + lim.wall_limit_s)
+        limit_hit = _watch(sel, stdin_w, stdin_data, start + lim.wall_limit_s, peak)
         if h is not None and limit_hit is None and not select.select([pidfd], [], [], 0)[0]:
             with cleanup.as_slot(slot.uid), contextlib.suppress(OSError):  # docker drops CAP_KILL
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # the tests are over: no /proc scan
@@ -368,7 +404,7 @@ def run_test(
     killed_by_kernel = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and not stopped
     if limit_hit is None and slot.oom_kills() > oom_before and (killed_by_kernel or not slot.oom_shared):
         limit_hit = "memory_cgroup"  # a shared cgroup's kill is this run's only if it took this run
-    if _thrashed_at_memory_limit(slot, usage.ru_maxrss / 1024.0, status, limit_hit):
+    if _thrashed_at_memory_limit(slot, usage.ru_maxrss / 1024.0, peak.peak_mb, status, limit_hit):
         limit_hit = "memory_cgroup"
     if limit_hit == "memory_cgroup" and not cleanup.wipe(slot.root, slot.uid):
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")  # what filled it goes first
@@ -401,11 +437,15 @@ def run_test(
     return result
 
 
-def _thrashed_at_memory_limit(slot: Slot, peak_mb: float, status: int, limit_hit: str | None) -> bool:
-    """A run stopped by its time limits while it held 90% of its memory cgroup (the slot's, or the
-    container's) itself: the kernel may reclaim the cgroup's file pages (the interpreter's own code
-    among them) instead of OOM-killing, and the program then spends its time refaulting them (seen
-    on a fresh machine). Its cause is memory: ``memory_limit``, as if the OOM killer had come. Only
+def _thrashed_at_memory_limit(
+    slot: Slot, peak_mb: float, cgroup_peak_mb: float, status: int, limit_hit: str | None
+) -> bool:
+    """A run stopped by its time limits while its memory cgroup (the slot's, or the container's)
+    was full: the kernel may reclaim the cgroup's file pages (the interpreter's own code among
+    them) instead of OOM-killing, and the program then spends its time refaulting them (seen on a
+    fresh machine). Its cause is memory: ``memory_limit``, as if the OOM killer had come. Full: the
+    program itself held 90% of the cgroup, or the cgroup's non-file usage reached 90% while the
+    program ran (in a cgroup that slots share, only if the program held half of it itself). Only
     a job whose ``memory_limit_mb`` is near the cgroup's can get here."""
     timed_out = limit_hit == "wall_time" or (
         limit_hit is None
@@ -413,7 +453,10 @@ def _thrashed_at_memory_limit(slot: Slot, peak_mb: float, status: int, limit_hit
         and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
     )
     cap = slot.memory_cgroup_mb() if timed_out else 0.0
-    return cap > 0 and peak_mb >= 0.9 * cap
+    if cap <= 0:
+        return False
+    full = cgroup_peak_mb >= 0.9 * cap and (not slot.oom_shared or peak_mb >= 0.5 * cap)
+    return peak_mb >= 0.9 * cap or full
 
 
 def _reap_run(slot: Slot, pids: list[int]) -> Any:
@@ -512,8 +555,11 @@ class _Harness:
         }
 
 
-def _watch(sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadline: float) -> str | None:
-    """Feed stdin and read the pipes until the child exits; returns the limit hit, if any."""
+def _watch(
+    sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadline: float, peak: CgroupPeak
+) -> str | None:
+    """Feed stdin and read the pipes until the child exits, sampling ``peak`` when it is due;
+    returns the limit hit, if any."""
     os.set_blocking(stdin_w, False)
     if stdin_data:
         sel.register(stdin_w, selectors.EVENT_WRITE, "stdin")
@@ -523,10 +569,15 @@ def _watch(sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadlin
     sent = 0
     try:
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 return "wall_time"
-            for key, _ in sel.select(remaining):
+            due = peak.due(now)
+            if due == 0.0:
+                peak.sample(now)
+                due = peak.EVERY_S
+            for key, _ in sel.select(remaining if due is None else min(remaining, due)):
                 if key.data == "exit":
                     return None
                 if key.data == "stdin":

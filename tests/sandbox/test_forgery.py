@@ -265,12 +265,19 @@ def test_a_full_memory_cgroup_is_the_programs_memory_limit(sb: Handle) -> None:
     assert_nothing_left(sb)
 
 
-# Anonymous memory to 92% of the cgroup, then files read past its limit with their cached pages
-# dropped first (so they are charged here: the kernel reclaims them, no OOM kill), then a spin.
+# Anonymous memory to 92% of the cgroup in two processes (the program's own peak is about half of it,
+# so the cgroup's usage decides), then files read past the limit with their cached pages dropped
+# first (so they are charged here: the kernel reclaims them, no OOM kill), then a spin.
 THRASH = (
     GUARD
-    + """import os
-blocks = [bytearray(16 << 20) for _ in range(int({cap_mb} * 0.92) // 16)]
+    + """import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    held = [bytearray(16 << 20) for _ in range(int({cap_mb} * 0.36) // 16)]
+    os.write(w, b"x")
+    time.sleep(1000)
+os.read(r, 1)
+blocks = [bytearray(16 << 20) for _ in range(int({cap_mb} * 0.56) // 16)]
 read = 0
 for root, _, names in os.walk("/usr/lib"):
     for name in names:
@@ -303,7 +310,8 @@ while True:
 def test_a_run_that_times_out_at_its_memory_cgroups_limit_is_memory_limit(kind: str) -> None:
     """Where the kernel reclaims the cgroup's file pages rather than OOM-kill (on a fresh machine it
     reclaimed the interpreter's own, and the program refaulted them until its CPU time ran out), a
-    run that hit the limit holding most of it is ``memory_limit``, not ``time_limit``. A backend of
+    run that hit the limit, holding half of it in its main process, is ``memory_limit``, not
+    ``time_limit`` (the cgroup's non-file usage decides, sampled while it runs). A backend of
     its own, one slot with a 2 GiB memory cgroup (room for the executor beside the program): what
     earlier jobs left in a shared cgroup (page cache, the test-set cache) does not decide how far
     the program gets."""
@@ -318,7 +326,7 @@ def test_a_run_that_times_out_at_its_memory_cgroups_limit_is_memory_limit(kind: 
     h = Handle(kind, health_interval_s=1.0, **options)
     try:
         assert_confined(h)
-        r = h.judge(stdio_job(THRASH.format(cap_mb=2048), [""], [""], time_limit_s=3, memory_limit_mb=8192))
+        r = h.judge(stdio_job(THRASH.format(cap_mb=2048), [""], [""], time_limit_s=8, memory_limit_mb=8192))
         assert r.verdict is Status.memory_limit, r
         every_slot_correct(h)
         assert_nothing_left(h)
