@@ -130,25 +130,30 @@ def stand_in_policy(vocab_size: int, hidden: int = 16) -> Any:
     return BigramPolicy()
 
 
+def _read(path: Path) -> bytes:
+    """A /proc file, or nothing when its thread or process ended between listing and reading."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    stat = _read(Path(f"/proc/{pid}/stat"))
+    if not stat:  # the process ended
+        return 0.0
+    fields = stat.rsplit(b")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _children(pid: int) -> list[int]:
-    return [
-        int(c)
-        for task in Path(f"/proc/{pid}/task").iterdir()
-        for c in (task / "children").read_text().split()
-    ]
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in _read(task / "children").split()]
 
 
 def _verifier_cpu() -> tuple[float, float]:
     """CPU seconds of the spawned verifier process itself and of its math workers."""
     service = [
-        c
-        for c in _children(os.getpid())
-        if b"mucode.verifier.spawn" in Path(f"/proc/{c}/cmdline").read_bytes()
+        c for c in _children(os.getpid()) if b"mucode.verifier.spawn" in _read(Path(f"/proc/{c}/cmdline"))
     ]
     if not service:
         return 0.0, 0.0
