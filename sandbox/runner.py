@@ -404,7 +404,12 @@ def run_test(
     killed_by_kernel = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and not stopped
     if limit_hit is None and slot.oom_kills() > oom_before and (killed_by_kernel or not slot.oom_shared):
         limit_hit = "memory_cgroup"  # a shared cgroup's kill is this run's only if it took this run
-    if _thrashed_at_memory_limit(slot, usage.ru_maxrss / 1024.0, peak.peak_mb, status, limit_hit):
+    # The time limits as _outcome reads them; never the SIGKILL that ends an assert run's program
+    # once its tests are over (``stopped``), nor one a program sent itself early.
+    sigxcpu = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU
+    hard_cpu = killed_by_kernel and cpu >= math.ceil(lim.time_limit_s)
+    timed_out = limit_hit == "wall_time" or (limit_hit is None and (sigxcpu or hard_cpu))
+    if timed_out and _cgroup_was_full(slot, usage.ru_maxrss / 1024.0, peak.peak_mb):
         limit_hit = "memory_cgroup"
     if limit_hit == "memory_cgroup" and not cleanup.wipe(slot.root, slot.uid):
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")  # what filled it goes first
@@ -437,22 +442,15 @@ def run_test(
     return result
 
 
-def _thrashed_at_memory_limit(
-    slot: Slot, peak_mb: float, cgroup_peak_mb: float, status: int, limit_hit: str | None
-) -> bool:
-    """A run stopped by its time limits while its memory cgroup (the slot's, or the container's)
-    was full: the kernel may reclaim the cgroup's file pages (the interpreter's own code among
+def _cgroup_was_full(slot: Slot, peak_mb: float, cgroup_peak_mb: float) -> bool:
+    """Whether a run that hit its time limits did so in a full memory cgroup (the slot's, or the
+    container's): the kernel may reclaim the cgroup's file pages (the interpreter's own code among
     them) instead of OOM-killing, and the program then spends its time refaulting them (seen on a
     fresh machine). Its cause is memory: ``memory_limit``, as if the OOM killer had come. Full: the
     program itself held 90% of the cgroup, or the cgroup's non-file usage reached 90% while the
     program ran (in a cgroup that slots share, only if the program held half of it itself). Only
     a job whose ``memory_limit_mb`` is near the cgroup's can get here."""
-    timed_out = limit_hit == "wall_time" or (
-        limit_hit is None
-        and os.WIFSIGNALED(status)
-        and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
-    )
-    cap = slot.memory_cgroup_mb() if timed_out else 0.0
+    cap = slot.memory_cgroup_mb()
     if cap <= 0:
         return False
     full = cgroup_peak_mb >= 0.9 * cap and (not slot.oom_shared or peak_mb >= 0.5 * cap)
