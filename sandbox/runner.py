@@ -126,10 +126,13 @@ class Slot:
 
 
 class CgroupPeak:
-    """The highest non-file usage (anonymous memory, tmpfs and memfd pages, kernel memory: what the
-    kernel cannot reclaim without swap) of the slot's memory cgroup while a run goes on, sampled
-    every ``EVERY_S`` once the run is ``AFTER_S`` old (short runs never read it). A cgroup full of
-    it leaves only file pages to reclaim: the kernel may then thrash instead of OOM-killing."""
+    """What the slot's memory cgroup went through while a run went on, sampled every ``EVERY_S``
+    once the run is ``AFTER_S`` old (short runs never read it): the highest non-file usage
+    (anonymous memory, tmpfs and memfd pages, kernel memory: what the kernel cannot reclaim without
+    swap), and the file pages the kernel read back soon after reclaiming them (the cgroup's
+    ``workingset_refault_file``). A cgroup full of the first leaves only file pages to reclaim: the
+    kernel may then thrash, reclaiming and refaulting the interpreter's own code, instead of
+    OOM-killing."""
 
     AFTER_S = 0.5
     EVERY_S = 0.1
@@ -138,6 +141,8 @@ class CgroupPeak:
         self.dir = os.path.dirname(slot.oom_control) if slot.oom_control is not None else None
         self.next = start + self.AFTER_S
         self.peak_mb = 0.0
+        self.first_refaults: int | None = None  # pages, at the first sample
+        self.refaulted_mb = 0.0
 
     def due(self, now: float) -> float | None:
         """Seconds until the next sample (0: now), or None when there is nothing to sample."""
@@ -150,14 +155,21 @@ class CgroupPeak:
             with open(os.path.join(self.dir, "memory.usage_in_bytes")) as f:
                 usage = int(f.read())
             files = 0
+            refaults = None
             with open(os.path.join(self.dir, "memory.stat")) as f:
                 for line in f:
                     key, _, value = line.partition(" ")
                     if key in ("total_active_file", "total_inactive_file"):
                         files += int(value)
+                    elif key == "total_workingset_refault_file":
+                        refaults = int(value)
         except (OSError, ValueError):
             return
         self.peak_mb = max(self.peak_mb, (usage - files) / (1 << 20))
+        if refaults is not None:
+            if self.first_refaults is None:
+                self.first_refaults = refaults
+            self.refaulted_mb = (refaults - self.first_refaults) * resource.getpagesize() / (1 << 20)
 
 
 @dataclass(frozen=True)
@@ -409,7 +421,7 @@ def run_test(
     sigxcpu = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU
     hard_cpu = killed_by_kernel and cpu >= math.ceil(lim.time_limit_s)
     timed_out = limit_hit == "wall_time" or (limit_hit is None and (sigxcpu or hard_cpu))
-    if timed_out and _cgroup_was_full(slot, usage.ru_maxrss / 1024.0, peak.peak_mb):
+    if timed_out and _cgroup_was_full(slot, usage.ru_maxrss / 1024.0, peak):
         limit_hit = "memory_cgroup"
     if limit_hit == "memory_cgroup" and not cleanup.wipe(slot.root, slot.uid):
         raise SlotStuck(f"scratch dir {slot.root} could not be emptied")  # what filled it goes first
@@ -442,19 +454,27 @@ def run_test(
     return result
 
 
-def _cgroup_was_full(slot: Slot, peak_mb: float, cgroup_peak_mb: float) -> bool:
+def _cgroup_was_full(slot: Slot, peak_mb: float, cgroup: CgroupPeak) -> bool:
     """Whether a run that hit its time limits did so in a full memory cgroup (the slot's, or the
     container's): the kernel may reclaim the cgroup's file pages (the interpreter's own code among
-    them) instead of OOM-killing, and the program then spends its time refaulting them (seen on a
-    fresh machine). Its cause is memory: ``memory_limit``, as if the OOM killer had come. Full: the
-    program itself held 90% of the cgroup, or the cgroup's non-file usage reached 90% while the
-    program ran (in a cgroup that slots share, only if the program held half of it itself). Only
-    a job whose ``memory_limit_mb`` is near the cgroup's can get here."""
+    them) instead of OOM-killing, and the program then spends its time refaulting them (seen on
+    fresh machines). Its cause is memory: ``memory_limit``, as if the OOM killer had come. Full:
+    the program itself held 90% of the cgroup; or, while it ran, the cgroup's non-file usage
+    reached 90%, or the kernel refaulted ``THRASH_MB`` of the cgroup's file pages, with the
+    program holding half of the cgroup itself (in a cgroup that slots share, the non-file rule
+    needs that too). Only a job whose ``memory_limit_mb`` is near the cgroup's can get here."""
     cap = slot.memory_cgroup_mb()
     if cap <= 0:
         return False
-    full = cgroup_peak_mb >= 0.9 * cap and (not slot.oom_shared or peak_mb >= 0.5 * cap)
-    return peak_mb >= 0.9 * cap or full
+    half = peak_mb >= 0.5 * cap
+    pinned = cgroup.peak_mb >= 0.9 * cap and (half or not slot.oom_shared)
+    thrashed = cgroup.refaulted_mb >= THRASH_MB and half
+    return peak_mb >= 0.9 * cap or pinned or thrashed
+
+
+THRASH_MB = 100.0
+"""File pages refaulted in a run's cgroup past which it thrashed: a thrashing run refaults hundreds
+of MB a second (measured: 0.6 to 7.7 GB in 6 to 8 CPU-s); the next program in that cgroup, none."""
 
 
 def _reap_run(slot: Slot, pids: list[int]) -> Any:

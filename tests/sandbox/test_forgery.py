@@ -315,19 +315,79 @@ def test_a_run_that_times_out_at_its_memory_cgroups_limit_is_memory_limit(kind: 
     its own, one slot with a 2 GiB memory cgroup (room for the executor beside the program): what
     earlier jobs left in a shared cgroup (page cache, the test-set cache) does not decide how far
     the program gets."""
-    if kind == "local" and os.geteuid() != 0:
-        pytest.skip("the local sandbox backend needs root (CI runs as root)")
-    image = os.environ.get("MUCODE_SANDBOX_IMAGE", "mucode-sandbox:latest")
-    options = (
-        {"slots": 1, "uid_base": 61400, "slot_memory_mb": 2048}
-        if kind == "local"
-        else {"containers": 1, "slots_per_container": 1, "memory_mb": 2048, "uid_base": 11400, "image": image}
-    )
-    h = Handle(kind, health_interval_s=1.0, **options)
+    h = _one_slot_of_2_gib(kind, uid_base=61400 if kind == "local" else 11400)
     try:
         assert_confined(h)
         r = h.judge(stdio_job(THRASH.format(cap_mb=2048), [""], [""], time_limit_s=8, memory_limit_mb=8192))
         assert r.verdict is Status.memory_limit, r
+        every_slot_correct(h)
+        assert_nothing_left(h)
+    finally:
+        h.close()
+
+
+def _one_slot_of_2_gib(kind: str, uid_base: int) -> Handle:
+    if kind == "local" and os.geteuid() != 0:
+        pytest.skip("the local sandbox backend needs root (CI runs as root)")
+    image = os.environ.get("MUCODE_SANDBOX_IMAGE", "mucode-sandbox:latest")
+    options = (
+        {"slots": 1, "uid_base": uid_base, "slot_memory_mb": 2048}
+        if kind == "local"
+        else {
+            "containers": 1,
+            "slots_per_container": 1,
+            "memory_mb": 2048,
+            "uid_base": uid_base,
+            "image": image,
+        }
+    )
+    return Handle(kind, health_interval_s=1.0, **options)
+
+
+# 70% of the cgroup held, then the files of /usr over 64 KB (up to 1 GB; 838 MB in the image) read over and over
+# (REREAD) or a spin (SPIN): the files do not fit beside what is held, so the kernel reclaims each
+# before it is read again.
+HOLD_THEN = GUARD + "import os\nheld = [bytearray(16 << 20) for _ in range(int({cap_mb} * 0.7) // 16)]\n"
+REREAD = (
+    HOLD_THEN
+    + """paths, total = [], 0
+for root, _, names in os.walk("/usr"):
+    for name in names:
+        path = os.path.join(root, name)
+        if not os.path.islink(path) and os.path.isfile(path) and os.path.getsize(path) > (64 << 10):
+            paths.append(path)
+            total += os.path.getsize(path)
+    if total > (1000 << 20):
+        break
+while True:
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+        except OSError:
+            pass
+"""
+)
+SPIN = HOLD_THEN + "while True:\n    pass\n"
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
+)
+def test_a_run_that_times_out_thrashing_its_memory_cgroup_is_memory_limit(kind: str) -> None:
+    """The program holds 70% of its cgroup (its own peak and the cgroup's non-file usage stay under
+    90%) and reads files that do not fit beside it, over and over: the kernel reclaims and refaults
+    them until the CPU time runs out, thrashing as it did with the interpreter's own code on a fresh
+    machine. Its verdict is ``memory_limit``; holding as much and spinning is ``time_limit``."""
+    h = _one_slot_of_2_gib(kind, uid_base=61600 if kind == "local" else 11600)
+    try:
+        assert_confined(h)
+        r = h.judge(stdio_job(REREAD.format(cap_mb=2048), [""], [""], time_limit_s=8, memory_limit_mb=8192))
+        assert r.verdict is Status.memory_limit, r
+        assert r.tests[0].peak_memory_mb < 0.9 * 2048, r
+        r = h.judge(stdio_job(SPIN.format(cap_mb=2048), [""], [""], time_limit_s=4, memory_limit_mb=8192))
+        assert r.verdict is Status.time_limit, r
         every_slot_correct(h)
         assert_nothing_left(h)
     finally:
