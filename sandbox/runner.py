@@ -138,11 +138,22 @@ class CgroupPeak:
     EVERY_S = 0.1
 
     def __init__(self, slot: Slot, start: float) -> None:
+        self.slot = slot
         self.dir = os.path.dirname(slot.oom_control) if slot.oom_control is not None else None
         self.next = start + self.AFTER_S
         self.peak_mb = 0.0
         self.first_refaults: int | None = None  # pages, at the first sample
         self.refaulted_mb = 0.0
+        self.cap_mb = 0.0  # the cgroup's limit, read at the first sample
+        self.pid = 0  # the program's main process, once forked
+        self.rss_mb = 0.0  # its resident memory at the latest sample
+
+    @property
+    def thrashing(self) -> bool:
+        """The kernel refaulted ``THRASH_MB`` of the cgroup's file pages while the program held half
+        of the cgroup: it is stopped there, as ``memory_limit``, instead of reading the disk until
+        its time runs out (which slows every neighbour)."""
+        return self.refaulted_mb >= THRASH_MB and self.rss_mb >= 0.5 * self.cap_mb > 0
 
     def due(self, now: float) -> float | None:
         """Seconds until the next sample (0: now), or None when there is nothing to sample."""
@@ -169,7 +180,14 @@ class CgroupPeak:
         if refaults is not None:
             if self.first_refaults is None:
                 self.first_refaults = refaults
+                self.cap_mb = self.slot.memory_cgroup_mb()
             self.refaulted_mb = (refaults - self.first_refaults) * resource.getpagesize() / (1 << 20)
+        if self.pid:
+            try:
+                with open(f"/proc/{self.pid}/statm") as f:
+                    self.rss_mb = int(f.read().split()[1]) * resource.getpagesize() / (1 << 20)
+            except (OSError, ValueError, IndexError):
+                pass
 
 
 @dataclass(frozen=True)
@@ -373,6 +391,7 @@ def run_test(
     if pid == 0:
         fds = (stdin_r, out_w, err_w, ctl_w, *(h.program_fds if h is not None else ()))
         _child(job, lang, slot, slot.root, build_dir, lim, fds, test_input)
+    peak.pid = pid
     for fd in (stdin_r, out_w, err_w, ctl_w):
         os.close(fd)
     if h is not None:
@@ -577,7 +596,7 @@ def _watch(
     sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadline: float, peak: CgroupPeak
 ) -> str | None:
     """Feed stdin and read the pipes until the child exits, sampling ``peak`` when it is due;
-    returns the limit hit, if any."""
+    returns the limit hit, if any (``memory_cgroup``: the cgroup thrashed)."""
     os.set_blocking(stdin_w, False)
     if stdin_data:
         sel.register(stdin_w, selectors.EVENT_WRITE, "stdin")
@@ -594,6 +613,8 @@ def _watch(
             due = peak.due(now)
             if due == 0.0:
                 peak.sample(now)
+                if peak.thrashing:
+                    return "memory_cgroup"
                 due = peak.EVERY_S
             for key, _ in sel.select(remaining if due is None else min(remaining, due)):
                 if key.data == "exit":

@@ -375,17 +375,20 @@ SPIN = HOLD_THEN + "while True:\n    pass\n"
 @pytest.mark.parametrize(
     "kind", [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
 )
-def test_a_run_that_times_out_thrashing_its_memory_cgroup_is_memory_limit(kind: str) -> None:
+def test_a_run_that_thrashes_its_memory_cgroup_is_stopped_as_memory_limit(kind: str) -> None:
     """The program holds 70% of its cgroup (its own peak and the cgroup's non-file usage stay under
     90%) and reads files that do not fit beside it, over and over: the kernel reclaims and refaults
     them until the CPU time runs out, thrashing as it did with the interpreter's own code on a fresh
-    machine. Its verdict is ``memory_limit``; holding as much and spinning is ``time_limit``."""
+    machine. It is stopped as soon as the refaults are seen (not left to read the disk, slowing its
+    neighbours, until its time runs out), as ``memory_limit``; holding as much and spinning is
+    ``time_limit``."""
     h = _one_slot_of_2_gib(kind, uid_base=61600 if kind == "local" else 11600)
     try:
         assert_confined(h)
         r = h.judge(stdio_job(REREAD.format(cap_mb=2048), [""], [""], time_limit_s=8, memory_limit_mb=8192))
         assert r.verdict is Status.memory_limit, r
         assert r.tests[0].peak_memory_mb < 0.9 * 2048, r
+        assert r.tests[0].cpu_s < 8 and r.tests[0].wall_s < 2 * 8, r  # stopped once seen, not at a limit
         r = h.judge(stdio_job(SPIN.format(cap_mb=2048), [""], [""], time_limit_s=4, memory_limit_mb=8192))
         assert r.verdict is Status.time_limit, r
         every_slot_correct(h)
