@@ -136,6 +136,9 @@ class CgroupPeak:
 
     AFTER_S = 0.5
     EVERY_S = 0.1
+    THRASH_MB = 100.0
+    """File pages refaulted past which the cgroup thrashed: a thrashing run refaults hundreds of MB
+    a second (measured: 0.6 to 7.7 GB in 6 to 8 CPU-s); the next program in that cgroup, none."""
 
     def __init__(self, slot: Slot, start: float) -> None:
         self.slot = slot
@@ -153,7 +156,7 @@ class CgroupPeak:
         """The kernel refaulted ``THRASH_MB`` of the cgroup's file pages while the program held half
         of the cgroup: it is stopped there, as ``memory_limit``, instead of reading the disk until
         its time runs out (which slows every neighbour)."""
-        return self.refaulted_mb >= THRASH_MB and self.rss_mb >= 0.5 * self.cap_mb > 0
+        return self.refaulted_mb >= self.THRASH_MB and self.rss_mb >= 0.5 * self.cap_mb > 0
 
     def due(self, now: float) -> float | None:
         """Seconds until the next sample (0: now), or None when there is nothing to sample."""
@@ -479,7 +482,7 @@ def _cgroup_was_full(slot: Slot, peak_mb: float, cgroup: CgroupPeak) -> bool:
     them) instead of OOM-killing, and the program then spends its time refaulting them (seen on
     fresh machines). Its cause is memory: ``memory_limit``, as if the OOM killer had come. Full:
     the program itself held 90% of the cgroup; or, while it ran, the cgroup's non-file usage
-    reached 90%, or the kernel refaulted ``THRASH_MB`` of the cgroup's file pages, with the
+    reached 90%, or the kernel refaulted ``CgroupPeak.THRASH_MB`` of the cgroup's file pages, with the
     program holding half of the cgroup itself (in a cgroup that slots share, the non-file rule
     needs that too). Only a job whose ``memory_limit_mb`` is near the cgroup's can get here."""
     cap = slot.memory_cgroup_mb()
@@ -487,13 +490,8 @@ def _cgroup_was_full(slot: Slot, peak_mb: float, cgroup: CgroupPeak) -> bool:
         return False
     half = peak_mb >= 0.5 * cap
     pinned = cgroup.peak_mb >= 0.9 * cap and (half or not slot.oom_shared)
-    thrashed = cgroup.refaulted_mb >= THRASH_MB and half
+    thrashed = cgroup.refaulted_mb >= cgroup.THRASH_MB and half
     return peak_mb >= 0.9 * cap or pinned or thrashed
-
-
-THRASH_MB = 100.0
-"""File pages refaulted in a run's cgroup past which it thrashed: a thrashing run refaults hundreds
-of MB a second (measured: 0.6 to 7.7 GB in 6 to 8 CPU-s); the next program in that cgroup, none."""
 
 
 def _reap_run(slot: Slot, pids: list[int]) -> Any:

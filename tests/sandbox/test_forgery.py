@@ -9,7 +9,9 @@ one. Each test first checks confinement and ends with a correct program on every
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import pytest
 from sandbox_helpers import (
@@ -315,18 +317,15 @@ def test_a_run_that_times_out_at_its_memory_cgroups_limit_is_memory_limit(kind: 
     its own, one slot with a 2 GiB memory cgroup (room for the executor beside the program): what
     earlier jobs left in a shared cgroup (page cache, the test-set cache) does not decide how far
     the program gets."""
-    h = _one_slot_of_2_gib(kind, uid_base=61400 if kind == "local" else 11400)
-    try:
-        assert_confined(h)
+    with _one_slot_of_2_gib(kind, uid_base=61400 if kind == "local" else 11400) as h:
         r = h.judge(stdio_job(THRASH.format(cap_mb=2048), [""], [""], time_limit_s=8, memory_limit_mb=8192))
         assert r.verdict is Status.memory_limit, r
-        every_slot_correct(h)
-        assert_nothing_left(h)
-    finally:
-        h.close()
 
 
-def _one_slot_of_2_gib(kind: str, uid_base: int) -> Handle:
+@contextlib.contextmanager
+def _one_slot_of_2_gib(kind: str, uid_base: int) -> Iterator[Handle]:
+    """A backend of one slot with a 2 GiB memory cgroup, checked confined before the test's programs
+    run and left correct and clean after them."""
     if kind == "local" and os.geteuid() != 0:
         pytest.skip("the local sandbox backend needs root (CI runs as root)")
     image = os.environ.get("MUCODE_SANDBOX_IMAGE", "mucode-sandbox:latest")
@@ -341,7 +340,14 @@ def _one_slot_of_2_gib(kind: str, uid_base: int) -> Handle:
             "image": image,
         }
     )
-    return Handle(kind, health_interval_s=1.0, **options)
+    h = Handle(kind, health_interval_s=1.0, **options)
+    try:
+        assert_confined(h)
+        yield h
+        every_slot_correct(h)
+        assert_nothing_left(h)
+    finally:
+        h.close()
 
 
 # 70% of the cgroup held, then the files of /usr over 64 KB (up to 1 GB; 838 MB in the image) read over and over
@@ -382,16 +388,10 @@ def test_a_run_that_thrashes_its_memory_cgroup_is_stopped_as_memory_limit(kind: 
     machine. It is stopped as soon as the refaults are seen (not left to read the disk, slowing its
     neighbours, until its time runs out), as ``memory_limit``; holding as much and spinning is
     ``time_limit``."""
-    h = _one_slot_of_2_gib(kind, uid_base=61600 if kind == "local" else 11600)
-    try:
-        assert_confined(h)
+    with _one_slot_of_2_gib(kind, uid_base=61600 if kind == "local" else 11600) as h:
         r = h.judge(stdio_job(REREAD.format(cap_mb=2048), [""], [""], time_limit_s=8, memory_limit_mb=8192))
         assert r.verdict is Status.memory_limit, r
         assert r.tests[0].peak_memory_mb < 0.9 * 2048, r
         assert r.tests[0].cpu_s < 8 and r.tests[0].wall_s < 2 * 8, r  # stopped once seen, not at a limit
         r = h.judge(stdio_job(SPIN.format(cap_mb=2048), [""], [""], time_limit_s=4, memory_limit_mb=8192))
         assert r.verdict is Status.time_limit, r
-        every_slot_correct(h)
-        assert_nothing_left(h)
-    finally:
-        h.close()
