@@ -21,6 +21,11 @@ it never shares a clock with a rate. The upstream graders run the programs in th
 without isolation; mucode runs every test in a fresh sandboxed process.
 The machine may be shared: rerun before trusting a small difference; ``--rounds N`` alternates the two
 LiveCodeBench graders N times (the same load for both) and prints the median of the ratios.
+Each round also runs the LiveCodeBench samples' programs alone (every test input through each program
+in one plain process, stdin and stdout in memory: no grader, no isolation, no comparison) and prints
+the *ceiling*: LiveCodeBench's wall time over the least wall time any grader could take on
+``--workers`` busy cores, the programs' CPU time spread evenly over them. No grader, isolated or
+not, can beat LiveCodeBench by more than that on this problem.
 """
 
 from __future__ import annotations
@@ -123,6 +128,33 @@ results, _ = evaluate_generations([sample] * len(job["codes"]), [[c] for c in jo
 passed = [all(r > 0 for r in results[i][0]) for i in range(len(job["codes"]))]
 print(json.dumps({"wall": time.perf_counter() - t0, "pass@1": sum(passed) / len(passed)}))
 """
+
+
+_PROGRAMS_ALONE = r"""
+import io, json, sys, time
+job = json.load(sys.stdin)
+codes = [compile(c, "solution.py", "exec") for c in job["codes"]]
+real = sys.stdin, sys.stdout
+t0 = time.process_time()
+for code in codes:
+    for text in job["inputs"]:
+        sys.stdin, sys.stdout = io.StringIO(text), io.StringIO()
+        exec(code, {"__name__": "__main__"})
+cpu = time.process_time() - t0
+sys.stdin, sys.stdout = real
+print(json.dumps({"cpu": cpu}))
+"""
+
+
+def programs_alone(tests: list[dict[str, str]], samples: int) -> float:
+    """CPU seconds the samples' programs need on their own: each runs on every test input in one plain
+    process (stdin and stdout in memory), with no grader, no isolation and no output comparison. No
+    grader can spend less CPU than this."""
+    job = json.dumps({"codes": lcb_codes(samples), "inputs": [t["input"] for t in tests]})
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _PROGRAMS_ALONE], input=job, capture_output=True, text=True, check=True
+    )
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu"])
 
 
 def upstream_lcb(tests: list[dict[str, str]], samples: int, workers: int) -> dict[str, Any]:
@@ -246,6 +278,8 @@ def main() -> None:
         load_evalplus("humaneval", override_path=plus)  # ground truth computed and cached before timing
         service = Service(options, 1, backend=args.backend)
         ratios: list[float] = []
+        ceilings: list[float] = []  # per round: the best any grader could do against upstream's wall
+        cores = min(args.workers, os.cpu_count() or 1)
         try:
             for _ in range(args.rounds - 1):  # extra rounds, interleaved, so both sides see the same load
                 cpu0 = cpu_s(service.proc.pid) + time.process_time()
@@ -256,6 +290,7 @@ def main() -> None:
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu_u = after.ru_utime + after.ru_stime - kids.ru_utime - kids.ru_stime
                 ratios.append(wall_u / wall_m)
+                ceilings.append(wall_u * cores / programs_alone(tests, args.samples))
                 print(
                     f"round {len(ratios)}: mucode {wall_m:.2f} s ({cpu_m:.2f} CPU-s: evaluator, service, "
                     f"sandbox; loading included), upstream {wall_u:.2f} s ({cpu_u:.2f} CPU-s, its "
@@ -275,8 +310,14 @@ def main() -> None:
                          f"{report['humaneval+']['pass@1']:.3f}", _mb(peak)))  # fmt: skip
         finally:
             service.close()
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
         theirs = upstream_lcb(tests, args.samples, args.workers)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        upstream_cpu = after.ru_utime + after.ru_stime - kids.ru_utime - kids.ru_stime
         ratios.append(theirs["wall"] * rows[0][2] / args.samples)
+        alone_cpu = programs_alone(tests, args.samples)
+        ceilings.append(theirs["wall"] * cores / alone_cpu)
+        theirs_lcb_wall = theirs["wall"]
         rows.insert(1, ("", f"LiveCodeBench evaluate_generations ({args.workers} proc.)", args.samples / theirs["wall"],
                         f"{theirs['pass@1']:.3f}", "–"))  # fmt: skip
         theirs = upstream_evalplus(plus, args.samples, args.workers)
@@ -293,6 +334,15 @@ def main() -> None:
     print(
         f"LiveCodeBench, mucode / upstream samples/s: median {ratios[len(ratios) // 2]:.2f}x over "
         f"{len(ratios)} rounds ({', '.join(f'{r:.2f}' for r in ratios)}); load average {os.getloadavg()[0]:.1f}"
+    )
+    ceilings.sort()
+    print(
+        f"LiveCodeBench's ceiling: a grader with no cost of its own (the programs alone, no isolation, on "
+        f"{cores} busy cores) would be at most {ceilings[len(ceilings) // 2]:.2f}x LiveCodeBench's samples/s "
+        f"(median over {len(ceilings)} rounds: {', '.join(f'{c:.2f}' for c in ceilings)}). Last round: the "
+        f"programs alone needed {alone_cpu:.2f} CPU-s for {len(tests)} tests x {args.samples} samples "
+        f"({1000 * alone_cpu / (len(tests) * args.samples):.1f} ms a test); LiveCodeBench's grader "
+        f"{upstream_cpu:.2f} CPU-s (its process start included) and {theirs_lcb_wall:.2f} s of wall time"
     )
     print("| problem | grader | samples/s | pass@1 | client peak MB |\n|---|---|---:|---:|---:|")
     for problem, grader, rate, passed, peak in rows:

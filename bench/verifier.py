@@ -17,7 +17,8 @@ The service runs as a child process (``python -m mucode.verifier``) so its CPU t
 ``--run-code N`` (alone): N whole programs (read two integers, print their sum) through HTTP
 ``/run_code`` with SandboxFusion's fields, on a ``--backend`` service, against the bare floor of a
 fresh ``/usr/bin/python3 -I -S`` per program (no isolation), at each ``--run-code-concurrency``, in
-``--rounds`` alternating rounds; the median ratio.
+``--rounds`` alternating rounds; the median ratio, and the median CPU per program of this client,
+the service (with ``local``, its executors too), the sandbox containers (``docker``) and the floor.
 ``--big-tests-mb N`` (alone with ``--only-big-tests``) sends one problem with N MB of stdio tests and
 ``--samples`` samples through ``VerifierClient`` with the default request cap: requests sent, wall
 time, the service's CPU time and the client's peak Python memory while it prepares and sends
@@ -32,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -276,31 +278,58 @@ async def _run_code_pass(url: str, n: int, conc: int) -> float:
         return time.perf_counter() - t0
 
 
+def _containers_cpu_s() -> float:
+    """CPU seconds of every running docker container so far (their cpuacct cgroups, v1); 0 without."""
+    root = Path("/sys/fs/cgroup/cpuacct/docker")
+    return sum(int(u.read_text()) / 1e9 for u in root.glob("*/cpuacct.usage")) if root.is_dir() else 0.0
+
+
+def _children_cpu_s() -> float:
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
 def bench_run_code(backend: str, options: dict, n: int, concs: list[int], rounds: int) -> None:
     """Whole programs through HTTP ``/run_code`` against the bare subprocess floor, in alternating
-    rounds (the same load for both); the median ratio per concurrency."""
+    rounds (the same load for both); the median ratio per concurrency, and where the CPU of one
+    program goes: this client (httpx), the service (uvicorn, FastAPI, the sandbox client; with
+    ``local`` its process tree holds the executors too), the sandbox (docker: the containers), and
+    the floor's own interpreter. On cores that are all busy, a ratio of 1.0 needs the three parts
+    together to cost no more than the floor's interpreter."""
     import statistics
     from concurrent.futures import ThreadPoolExecutor
 
+    from proctree import cpu_s
+
     service = Service(options, 1, backend=backend, run_code=True)
-    print(f"\n| /run_code ({backend}) | concurrency | programs/s | floor programs/s | ratio |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        f"\n| /run_code ({backend}) | concurrency | programs/s | floor programs/s | ratio | "
+        "CPU ms a program: client | service | containers | floor |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     try:
         for conc in concs:
             ratios, served, floors = [], [], []
+            parts: list[tuple[float, float, float, float]] = []
             with ThreadPoolExecutor(conc) as pool:
                 list(pool.map(_floor_run, range(conc * 2)))
                 for _ in range(rounds):
+                    kids0 = _children_cpu_s()
                     t0 = time.perf_counter()
                     list(pool.map(_floor_run, range(n)))
                     floor = n / (time.perf_counter() - t0)
+                    floor_cpu = _children_cpu_s() - kids0
+                    own0, svc0, box0 = time.process_time(), cpu_s(service.proc.pid), _containers_cpu_s()
                     rate = n / asyncio.run(_run_code_pass(service.url, n, conc))
+                    own, svc = time.process_time() - own0, cpu_s(service.proc.pid) - svc0
+                    parts.append((own, svc, _containers_cpu_s() - box0, floor_cpu))
                     ratios.append(rate / floor)
                     served.append(rate)
                     floors.append(floor)
+            cpu = " | ".join(f"{1000 * statistics.median(p[i] for p in parts) / n:.1f}" for i in range(4))
             print(
                 f"| python a+b | {conc} | {statistics.median(served):.0f} | {statistics.median(floors):.0f} | "
-                f"{statistics.median(ratios):.2f}x |",
+                f"{statistics.median(ratios):.2f}x | {cpu} |",
                 flush=True,
             )
     finally:
