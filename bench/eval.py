@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -262,7 +261,7 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    from proctree import cpu_s  # bench/proctree.py
+    from proctree import children_cpu_s, cpu_s  # bench/proctree.py
     from verifier import Service  # bench/verifier.py
 
     options = (
@@ -285,10 +284,9 @@ def main() -> None:
                 cpu0 = cpu_s(service.proc.pid) + time.process_time()
                 wall_m = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)[1]
                 cpu_m = cpu_s(service.proc.pid) + time.process_time() - cpu0
-                kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+                kids = children_cpu_s()
                 wall_u = upstream_lcb(tests, args.samples, args.workers)["wall"]
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu_u = after.ru_utime + after.ru_stime - kids.ru_utime - kids.ru_stime
+                cpu_u = children_cpu_s() - kids
                 ratios.append(wall_u / wall_m)
                 ceilings.append(wall_u * cores / programs_alone(tests, args.samples))
                 print(
@@ -310,16 +308,14 @@ def main() -> None:
                          f"{report['humaneval+']['pass@1']:.3f}", _mb(peak)))  # fmt: skip
         finally:
             service.close()
-        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-        theirs = upstream_lcb(tests, args.samples, args.workers)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        upstream_cpu = after.ru_utime + after.ru_stime - kids.ru_utime - kids.ru_stime
-        ratios.append(theirs["wall"] * rows[0][2] / args.samples)
+        kids = children_cpu_s()
+        upstream = upstream_lcb(tests, args.samples, args.workers)
+        upstream_cpu = children_cpu_s() - kids
+        ratios.append(upstream["wall"] * rows[0][2] / args.samples)
         alone_cpu = programs_alone(tests, args.samples)
-        ceilings.append(theirs["wall"] * cores / alone_cpu)
-        theirs_lcb_wall = theirs["wall"]
-        rows.insert(1, ("", f"LiveCodeBench evaluate_generations ({args.workers} proc.)", args.samples / theirs["wall"],
-                        f"{theirs['pass@1']:.3f}", "–"))  # fmt: skip
+        ceilings.append(upstream["wall"] * cores / alone_cpu)
+        rows.insert(1, ("", f"LiveCodeBench evaluate_generations ({args.workers} proc.)",
+                        args.samples / upstream["wall"], f"{upstream['pass@1']:.3f}", "–"))  # fmt: skip
         theirs = upstream_evalplus(plus, args.samples, args.workers)
         rows.append(("", f"evalplus untrusted_check ({args.workers} proc.)", args.samples / theirs["wall"],
                      f"{theirs['correct'] / args.samples:.3f}", "–"))  # fmt: skip
@@ -342,7 +338,7 @@ def main() -> None:
         f"(median over {len(ceilings)} rounds: {', '.join(f'{c:.2f}' for c in ceilings)}). Last round: the "
         f"programs alone needed {alone_cpu:.2f} CPU-s for {len(tests)} tests x {args.samples} samples "
         f"({1000 * alone_cpu / (len(tests) * args.samples):.1f} ms a test); LiveCodeBench's grader "
-        f"{upstream_cpu:.2f} CPU-s (its process start included) and {theirs_lcb_wall:.2f} s of wall time"
+        f"{upstream_cpu:.2f} CPU-s (its process start included) and {upstream['wall']:.2f} s of wall time"
     )
     print("| problem | grader | samples/s | pass@1 | client peak MB |\n|---|---|---:|---:|---:|")
     for problem, grader, rate, passed, peak in rows:

@@ -9,9 +9,10 @@ locking: a process may exit between two reads; such a process is skipped.
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
-__all__ = ["cpu_s", "descendants", "rss_mb", "tree"]
+__all__ = ["children_cpu_s", "cpu_s", "descendants", "rss_mb", "tree"]
 
 
 def tree(pid: int) -> list[int]:
@@ -61,3 +62,9 @@ def cpu_s(pid: int) -> float:
             continue
         total += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
     return total
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's children that exited and were waited for."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime

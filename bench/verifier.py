@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -284,11 +283,6 @@ def _containers_cpu_s() -> float:
     return sum(int(u.read_text()) / 1e9 for u in root.glob("*/cpuacct.usage")) if root.is_dir() else 0.0
 
 
-def _children_cpu_s() -> float:
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return kids.ru_utime + kids.ru_stime
-
-
 def bench_run_code(backend: str, options: dict, n: int, concs: list[int], rounds: int) -> None:
     """Whole programs through HTTP ``/run_code`` against the bare subprocess floor, in alternating
     rounds (the same load for both); the median ratio per concurrency, and where the CPU of one
@@ -299,7 +293,7 @@ def bench_run_code(backend: str, options: dict, n: int, concs: list[int], rounds
     import statistics
     from concurrent.futures import ThreadPoolExecutor
 
-    from proctree import cpu_s
+    from proctree import children_cpu_s, cpu_s
 
     service = Service(options, 1, backend=backend, run_code=True)
     print(
@@ -314,11 +308,11 @@ def bench_run_code(backend: str, options: dict, n: int, concs: list[int], rounds
             with ThreadPoolExecutor(conc) as pool:
                 list(pool.map(_floor_run, range(conc * 2)))
                 for _ in range(rounds):
-                    kids0 = _children_cpu_s()
+                    kids0 = children_cpu_s()
                     t0 = time.perf_counter()
                     list(pool.map(_floor_run, range(n)))
                     floor = n / (time.perf_counter() - t0)
-                    floor_cpu = _children_cpu_s() - kids0
+                    floor_cpu = children_cpu_s() - kids0
                     own0, svc0, box0 = time.process_time(), cpu_s(service.proc.pid), _containers_cpu_s()
                     rate = n / asyncio.run(_run_code_pass(service.url, n, conc))
                     own, svc = time.process_time() - own0, cpu_s(service.proc.pid) - svc0
