@@ -30,9 +30,10 @@ ROOTS = {"mucode": "mucode", "mucode.sandbox.executor": "sandbox", "mucode.confi
 
 HEAVY = ("torch", "transformers", "vllm", "verl", "matplotlib", "fastapi", "uvicorn", "datasets", "evalplus",
          "math_verify", "wandb", "pyarrow", "huggingface_hub", "docker", "tokenizers", "tensorboard", "trl",
-         "safetensors", "ray", "sympy")  # fmt: skip
+         "safetensors", "ray", "sympy", "latex2sympy2_extended", "antlr4")  # fmt: skip
 """Dependencies heavy enough (to import, or optional) that a function may import them, or a module that
-pulls them in, lazily."""
+pulls them in, lazily (the last two: math-verify's LaTeX parser, whose internals mucode.rewards.math_fast
+wraps)."""
 
 GROUND = {
     "mucode",

@@ -52,6 +52,8 @@ import signal
 import sys
 from typing import Any
 
+from mucode.rewards.math_fast import fast_paths
+
 __all__ = ["Scorer", "check_answer", "final_answer", "last_boxed", "worker_main"]
 
 _LATEX_MARKS = ("$", "\\", "[")
@@ -254,6 +256,10 @@ class Scorer:
         return entry
 
     def score(self, gold: str, text: str) -> dict[str, Any]:
+        with fast_paths():
+            return self._score(gold, text)
+
+    def _score(self, gold: str, text: str) -> dict[str, Any]:
         inner = text[7:-1] if text.startswith("\\boxed{") and text.endswith("}") else None
         if inner is not None and _INTEGER.fullmatch(inner) and _INTEGER.fullmatch(gold):
             return {

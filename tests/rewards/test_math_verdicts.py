@@ -1,9 +1,12 @@
 """The fast math path gives math-verify's verdicts on every shipped benchmark answer, right and shifted.
 
-For each gold answer of MATH500, AIME24, AIME25 and AMC23 (all of them), three responses: the right
-answer boxed (the exact-match path), the next problem's answer boxed (a shifted, usually wrong answer:
-the sympy path) and the right answer as inline ``$...$`` without a box (math-verify's own anchors).
-The reference is ``check_answer``, the plain recipe (gold parsed per call, whole parse, ``verify``).
+For each gold answer of MATH500, AIME24, AIME25 and AMC23 (all of them), five responses: the right
+answer boxed (the exact-match path), the next problem's and the 7th next problem's answers boxed
+(shifted, usually wrong answers of another kind: the sympy path, where ``math_fast`` disproves before
+``simplify``), the right answer as inline ``$...$`` without a box (math-verify's own anchors) and the
+right answer in braces inside the box (antlr reads a set, where its LL prediction needs the full
+context). The reference is ``check_answer``, the plain recipe (gold parsed per call, whole parse,
+``verify``, math-verify untouched); ``Scorer`` takes ``math_fast``'s routes.
 """
 
 from __future__ import annotations
@@ -50,10 +53,13 @@ def _cases() -> list[tuple[str, str]]:
         golds = _golds(name, field)
         for i, gold in enumerate(golds):
             shifted = golds[(i + 1) % len(golds)]
+            further = golds[(i + 7) % len(golds)]
             cases += [
                 (gold, f"Adding up, the answer is \\boxed{{{gold}}}."),
                 (gold, f"So we get \\boxed{{{shifted}}}"),
+                (gold, f"Hence \\boxed{{{further}}}."),
                 (gold, f"The final answer is ${gold}$."),
+                (gold, f"So it is \\boxed{{{{{gold}}}}}."),  # a set to antlr: LL needs the full context
             ]
     return cases
 
@@ -61,7 +67,7 @@ def _cases() -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def reference() -> list[tuple[str, str, str]]:
     cases = _cases()
-    assert len(cases) == 3 * (500 + 30 + 30 + 40)
+    assert len(cases) == 5 * (500 + 30 + 30 + 40)
     return [(gold, response, check_answer(gold, response)["status"]) for gold, response in cases]
 
 
