@@ -1,6 +1,7 @@
 """Math verification on stage-like responses: mucode's worker pool vs a plain math_verify process pool.
 
     .venv/bin/python bench/math_stage.py [--prompts 200] [--samples 8] [--workers 2] [--seed 0]
+                                         [--warm-prompts 200] [--answers math500|integer]
 
 Responses are shaped like a stage's: ``--samples`` per prompt over MATH500's gold answers, each a few
 hundred characters of reasoning with inline ``$...$`` math, ending in a boxed answer drawn from a
@@ -17,6 +18,11 @@ whole text). Both sides get the same items in the same order and ``--workers`` p
 - mucode: ``MathWorkerPool`` (final answer extracted in the parent, each (gold, answer) verified
   once, golds parsed once per worker, chunks per message), every item ``check``ed at once, per
   group of ``--samples`` as the trainer sends them; started and warmed before the clock.
+
+Before the clock each side scores ``--warm-prompts`` other prompts' responses (later golds of the set;
+an item whose gold is a measured prompt's is left out), as a stage's long-lived workers are warm:
+imports, sympy's caches and the parser's DFA. An answer that recurs by value in MATH500 (``2``, say)
+may be parsed already, as it would be in a stage; with ``--warm-prompts 0`` nothing is.
 
 Printed: wall seconds and items/s of each, and their ratio; CPU seconds of the worker processes
 (from /proc, so a loaded machine does not distort it) plus the parent's, and that ratio; whether
@@ -40,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MATH500 = ROOT / "eval" / "math" / "math500.jsonl"
 
+WRONG_SHIFTS = (7, 13)
+"""Prompt p's two recurring wrong answers are the golds of prompts p + 7 and p + 13."""
 FILLER = (
     "We first rewrite the expression as $x^2 + {a}x = {b}$ and complete the square, so "
     "$(x + {h})^2 = {c}$. Checking the case $x = {a}$ gives ${a}^2 = {sq}$, which is consistent. "
@@ -52,17 +60,20 @@ def _golds(kind: str) -> list[str]:
     return [g for g in golds if g.lstrip("-").isdigit()] if kind == "integer" else golds
 
 
-def stage_items(prompts: int, samples: int, seed: int, kind: str = "math500") -> list[tuple[str, str]]:
+def stage_items(
+    prompts: int, samples: int, seed: int, kind: str = "math500", first: int = 0
+) -> list[tuple[str, str]]:
+    """Responses to prompts ``first`` .. ``first + prompts - 1`` (prompt p's gold is the p-th answer)."""
     golds = _golds(kind)
     rng = random.Random(seed)
     items = []
-    for p in range(prompts):
+    for p in range(first, first + prompts):
         gold = golds[p % len(golds)]
         if kind == "integer":  # wrong answers near the gold, as a policy's arithmetic slips are
             wrong = [str(int(gold) + d) for d in rng.sample([-2, -1, 1, 2, 10], 2)]
             choices = [gold, gold, f"{gold}.0", *wrong]
         else:  # other problems' answers: LaTeX of every kind
-            wrong = [golds[(p + k) % len(golds)] for k in (7, 13)]
+            wrong = [golds[(p + k) % len(golds)] for k in WRONG_SHIFTS]
             choices = [gold, gold, f"{{{gold}}}", *wrong]  # an equal form: braces around the gold
         for _ in range(samples):
             a = rng.randint(2, 99)
@@ -111,12 +122,15 @@ def _plain(pair: tuple[str, str]) -> str:
     return "correct" if verify(expected, answer, timeout_seconds=None) else "wrong_answer"
 
 
-def baseline(items: list[tuple[str, str]], workers: int, fn: Any = _check) -> tuple[float, float, list[str]]:
+def baseline(
+    items: list[tuple[str, str]], warm: list[tuple[str, str]], workers: int, fn: Any = _check
+) -> tuple[float, float, list[str]]:
     import logging
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     with ProcessPoolExecutor(workers) as pool:
         pids = set(pool.map(_warm, range(workers * 4)))
+        list(pool.map(fn, warm, chunksize=16))
         cpu0, c0 = sum(_cpu_s(p) for p in pids), time.process_time()
         t0 = time.perf_counter()
         statuses = list(pool.map(fn, items, chunksize=16))
@@ -125,25 +139,30 @@ def baseline(items: list[tuple[str, str]], workers: int, fn: Any = _check) -> tu
     return wall, cpu, statuses
 
 
-async def mucode(items: list[tuple[str, str]], workers: int, samples: int) -> tuple[float, float, list[str]]:
+async def mucode(
+    items: list[tuple[str, str]], warm: list[tuple[str, str]], workers: int, samples: int
+) -> tuple[float, float, list[str]]:
     from mucode.rewards.math_pool import MathWorkerPool
 
     pool = MathWorkerPool(workers, timeout_s=30.0)
     await pool.start()
     try:
+
+        async def group(batch: list[tuple[str, str]], start: int) -> list[str]:
+            outs = await asyncio.gather(*(pool.check(g, r) for g, r in batch[start : start + samples]))
+            return [o.status for o in outs]
+
+        await asyncio.gather(*(group(warm, s) for s in range(0, len(warm), samples)))
+        sent, shared = pool.sent, pool.shared
         pids = [w.process.pid for w in pool._workers]
         cpu0, c0 = sum(_cpu_s(p) for p in pids), time.process_time()
         t0 = time.perf_counter()
-
-        async def group(start: int) -> list[str]:
-            outs = await asyncio.gather(*(pool.check(g, r) for g, r in items[start : start + samples]))
-            return [o.status for o in outs]
-
-        groups = await asyncio.gather(*(group(s) for s in range(0, len(items), samples)))
+        groups = await asyncio.gather(*(group(items, s) for s in range(0, len(items), samples)))
         wall = time.perf_counter() - t0
         cpu = sum(_cpu_s(p) for p in pids) - cpu0 + time.process_time() - c0
         print(
-            f"mucode pool: {pool.sent} items sent to workers, {pool.shared} answered by a shared verdict; "
+            f"mucode pool: {pool.sent - sent} items sent to workers, {pool.shared - shared} answered by a "
+            "shared verdict; "
             f"parent CPU {time.process_time() - c0:.2f} s"
         )
     finally:
@@ -158,6 +177,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--warm-prompts",
+        type=int,
+        default=200,
+        help="prompts (other answers of the set) each side scores before the clock, as a stage's "
+        "long-lived workers have: caches and parser state warm, no measured answer among them",
+    )
+    parser.add_argument(
         "--answers",
         choices=["math500", "integer"],
         default="math500",
@@ -165,13 +191,22 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     items = stage_items(args.prompts, args.samples, args.seed, args.answers)
+    # Warm-up prompts: later answers of the same set, none of them a measured prompt's gold or wrong answer.
+    first = args.prompts + WRONG_SHIFTS[-1]
+    warm_prompts = max(0, min(args.warm_prompts, len(_golds(args.answers)) - WRONG_SHIFTS[-1] - first))
+    measured = {gold for gold, _ in items}
+    warm = [
+        item
+        for item in stage_items(warm_prompts, args.samples, args.seed + 1, args.answers, first=first)
+        if item[0] not in measured  # a gold written twice in the set ("2") would share remembered verdicts
+    ]
     print(
-        f"{len(items)} items ({args.prompts} prompts x {args.samples}), {args.workers} worker processes each; "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"{len(items)} items ({args.prompts} prompts x {args.samples}), {args.workers} worker processes each, "
+        f"after {len(warm)} warm-up items (other prompts); load average {os.getloadavg()[0]:.1f}"
     )
-    p_wall, p_cpu, p_status = baseline(items, args.workers, _plain)
-    b_wall, b_cpu, b_status = baseline(items, args.workers)
-    m_wall, m_cpu, m_status = asyncio.run(mucode(items, args.workers, args.samples))
+    p_wall, p_cpu, p_status = baseline(items, warm, args.workers, _plain)
+    b_wall, b_cpu, b_status = baseline(items, warm, args.workers)
+    m_wall, m_cpu, m_status = asyncio.run(mucode(items, warm, args.workers, args.samples))
     n = len(items)
     print(f"{'':40}{'wall s':>9}{'items/s':>10}{'CPU s':>9}")
     print(f"{'plain math_verify pool (whole response)':40}{p_wall:>9.2f}{n / p_wall:>10.0f}{p_cpu:>9.2f}")
