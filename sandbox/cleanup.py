@@ -106,9 +106,10 @@ def kill_slot(uid: int, deadline_s: float = 10.0) -> bool:
         time.sleep(0.001)  # zombies do not count: the caller reaps them
 
 
-def reap(wait_s: float = 0.0) -> tuple[dict[int, tuple[int, object]], bool]:
-    """Reap exited children, waiting up to ``wait_s`` for every child to be gone. Returns
-    ({pid: (status, rusage)} of what was reaped, whether children are left)."""
+def reap(wait_s: float = 0.0, keep: int = 0) -> tuple[dict[int, tuple[int, object]], bool]:
+    """Reap exited children, waiting up to ``wait_s`` for every child but ``keep`` (a job handler's
+    zygote, a child that belongs to no run) to be gone. Returns ({pid: (status, rusage)} of what was
+    reaped, whether children other than ``keep`` are left)."""
     end = time.monotonic() + wait_s
     got: dict[int, tuple[int, object]] = {}
     while True:
@@ -119,9 +120,30 @@ def reap(wait_s: float = 0.0) -> tuple[dict[int, tuple[int, object]], bool]:
         if pid:
             got[pid] = (status, usage)
             continue
+        if keep and not _children_but(keep):
+            return got, False
         if time.monotonic() > end:
             return got, True
         time.sleep(0.001)
+
+
+def _children_but(keep: int) -> bool:
+    """Whether this process has a child other than ``keep`` (zombies included: not reaped yet)."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/self/task/{me}/children") as f:  # CONFIG_PROC_CHILDREN; single-threaded
+            return any(int(pid) != keep for pid in f.read().split())
+    except OSError:
+        pass
+    for name in os.listdir("/proc"):  # without that file: every process's parent
+        if name.isdigit() and int(name) != keep:
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == me:
+                        return True
+            except (OSError, ValueError, IndexError):
+                continue
+    return False
 
 
 def _rm_entries(dfd: int, root_fd: int, depth: int, keep: str | None, end: float, counter: list[int]) -> None:

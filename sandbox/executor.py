@@ -7,14 +7,18 @@ Process tree (all root inside the sandbox, every program child unprivileged):
 
     main (pid 1 in its pid namespace; serves health pings on <socket>.ctl, respawns slot managers)
     └── slot manager i (one per slot; forks one handler at a time; never reads a job)
-        └── job handler (pre-forked by the manager; accepts one connection: holds only that job's data)
-            ├── test child (forked per test; uid = uid_base + i, rlimits, no-new-privs; runner.py)
+        └── job handler (pre-forked by the manager; serves jobs one at a time, holding their data)
+            ├── zygote (forked by the handler before its first job; never reads a job; zygote.py)
+            ├── test child (cloned from the zygote per test, a child of the handler; it reads only
+            │   its own run; uid = uid_base + i, rlimits, no-new-privs; runner.py)
             └── assert harness (assert format: the test code, in a process of its own; harness.py)
 
 Jobs carry the program and the test inputs, never the expected outputs; large inputs come by key
-from a cache the handlers share and no program can reach (testsets.py). The handler streams one
-result frame per test and waits for ``next``/``stop`` from the client before the next test, so
-``stop_on_first_failure`` costs no extra runs. Wire format: protocol.py.
+from a cache the handlers share and no program can reach (testsets.py); a handler keeps the last test
+set it decoded, for the next job of the same problem. The handler streams one result frame per test
+and waits for ``next``/``stop`` from the client before the next test, so ``stop_on_first_failure``
+costs no extra runs. A test process gets its own run only (its program, its input; never the assert
+test code, never another test's input or another job's anything). Wire format: protocol.py.
 
 Each slot has its own uid and scratch dir ``<scratch>/<i>`` (owned by that uid; a tmpfs of its own
 in the docker and local deployments), so runs in different slots share no writable state and
@@ -37,12 +41,12 @@ if __name__ == "__main__":  # -I drops the script's dir from sys.path
 
 import contextlib
 import dataclasses
-import gc
 
 import cleanup  # noqa: E402
 import pyrun  # noqa: E402
 import seccomp  # noqa: E402
 import testsets  # noqa: E402
+import zygote  # noqa: E402
 from languages import ALIASES, BUILD_UID_OFFSET, LANGUAGES, Language  # noqa: E402
 from protocol import ProtocolError, encode_frame, recv_frame, recv_raw, send_frame  # noqa: E402
 from runner import Limits, Slot, clean, run_test  # noqa: E402
@@ -74,7 +78,9 @@ def _limits(req: dict[str, Any], args: argparse.Namespace) -> Limits:
     )
 
 
-def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Namespace) -> None:
+def handle_job(
+    conn: socket.socket, slot: Slot, board: Board, zyg: zygote.Zygote, args: argparse.Namespace
+) -> None:
     conn.settimeout(args.idle_timeout_s)
     req = recv_frame(conn)
     if req is None:
@@ -99,8 +105,11 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
         if mode == "call" and not req.get("fn_name"):
             raise ValueError("mode 'call' needs fn_name")
         lim = _limits(req, args)
-        named = "test_set" in req and mode != "assert"
-        inputs = named_inputs(conn, req) if named else [str(x) for x in req.get("inputs") or []]
+        if "test_set" in req and mode != "assert":
+            inputs = named_inputs(conn, req)
+        else:
+            _DECODED.clear()  # not kept through another problem's jobs (the slot's memory)
+            inputs = [str(x) for x in req.get("inputs") or []]
         if inputs is None:
             return
         if mode == "assert" or not inputs:
@@ -109,12 +118,11 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
     except (ValueError, TypeError) as exc:
         send_frame(conn, {"ev": "error", "message": str(exc)})
         return
-    gc.freeze()  # test children then never scan (and copy-on-write) the handler's objects
     job = {k: req.get(k) for k in ("program", "mode", "fn_name", "assert_code", "entry_point")}
     job.update(mode=mode, files=files, source=lang.source(job["program"]))
     compiled = None
     if lang.compile:
-        compiled = _compile(conn, job, lang, slot, board, req, lim, args)
+        compiled = _compile(conn, job, lang, slot, board, req, lim, args, zyg)
         if compiled is None:
             if len(inputs) > 1:  # the client answers every test frame but the last it expects
                 board.deadline(slot.index, args.idle_timeout_s + args.deadline_slack_s)
@@ -123,7 +131,7 @@ def handle_job(conn: socket.socket, slot: Slot, board: Board, args: argparse.Nam
             return
     for index, test_input in enumerate(inputs):
         board.deadline(slot.index, lim.wall_limit_s + args.deadline_slack_s)
-        outcome = run_test(job, lang, slot, lim, test_input, index, slot.build_root or "")
+        outcome = run_test(job, lang, slot, lim, test_input, index, slot.build_root or "", zyg)
         board.deadline(slot.index, args.idle_timeout_s + args.deadline_slack_s)
         if index == 0 and compiled is not None:
             outcome["compile"] = compiled
@@ -144,6 +152,7 @@ def _compile(
     req: dict[str, Any],
     lim: Limits,
     args: argparse.Namespace,
+    zyg: zygote.Zygote,
 ) -> dict[str, Any] | None:
     """Once per job: the compile step, as the slot's build uid in its build dir, under the compile
     limits (the request may lower them). Returns what the first test frame reports of it, or None
@@ -169,6 +178,7 @@ def _compile(
         "",
         0,
         slot.build_root or "",
+        zyg,
     )
     if built["status"] == "ok":
         return {k: built[k] for k in ("wall_s", "cpu_s", "stdout", "stderr", "exit_code")}
@@ -196,18 +206,26 @@ def _files(files: object) -> dict[str, bytes]:
     return out
 
 
+_DECODED: dict[str, list[str]] = {}
+"""The handler's last decoded test set by key (checked against its key when it was read): the G
+samples of one problem, sent to one slot in turn, read and decode it once."""
+
+
 def named_inputs(conn: socket.socket, req: dict[str, Any]) -> list[str] | None:
     """The inputs a request names by ``test_set`` (the exchange of testsets.py); None when the client
     went away. ValueError for a bad key, or a blob that is not the key's (never run: resent or refused)."""
-    key = req.get("test_set")
+    key = str(req.get("test_set"))
     if not testsets.valid_key(key):
         raise ValueError("'test_set' must be a SHA-256 in lowercase hex (64 characters)")
     follows = bool(req.get("test_set_follows"))
+    if not follows and key in _DECODED:
+        return _DECODED[key]
+    _DECODED.clear()  # one decoded set at most: another problem's goes before this one is read
     store = testsets.STORE[0] if testsets.STORE else testsets.Store(0)
     blob = None if follows else store.get(key)
     inputs: list[str]
     if blob is not None:
-        inputs = testsets.unpack(blob)
+        inputs = _DECODED[key] = testsets.unpack(blob)
         return inputs
     if not follows:
         send_frame(conn, {"ev": "unknown_test_set", "key": key})
@@ -216,7 +234,7 @@ def named_inputs(conn: socket.socket, req: dict[str, Any]) -> list[str] | None:
         return None
     if testsets.key_of(blob) != key:
         raise ValueError(f"the test set sent is not the one of key {key} (its SHA-256 differs)")
-    inputs = testsets.unpack(blob)
+    inputs = _DECODED[key] = testsets.unpack(blob)
     send_frame(conn, {"ev": "test_set", "stored": store.put(key, blob)})
     return inputs
 

@@ -1,6 +1,6 @@
 """The assert-format test harness: runs the test code in a process of its own, never the program's.
 
-An assert test is two processes forked by the job handler (runner.py), both unprivileged with the
+An assert test is two processes cloned for the job handler (runner.py), both unprivileged with the
 same limits: the *program* (pyrun.py: runs the program as ``__main__``, then serves calls) and the
 *harness* (here: runs the test code). They share no memory; the harness is forked first, is made
 non-dumpable (so the program, running as the same uid, can neither open its ``/proc/<pid>/mem`` or
@@ -137,8 +137,8 @@ def _names(peer: Peer, wanted: list[str]) -> dict[str, Any]:
 
 
 def prepare(source: str, entry_point: str | None) -> tuple[Any, list[str], str | None]:
-    """In the job handler, before the harness is forked (its pages are then shared, not copied on
-    write by each harness): the compiled test code (``check(<entry_point>)`` appended when set), the
+    """In the job handler, before the harness is cloned (the code object goes to it in its payload;
+    the program's process never gets it): the compiled test code (``check(<entry_point>)`` appended when set), the
     names to look up in the program, and why the code does not compile (None when it does)."""
     try:
         tree = ast.parse(source, "tests.py")

@@ -1,9 +1,12 @@
-"""Run one test of an untrusted program: fork, drop privileges, apply limits, watch, kill, report.
+"""Run one test of an untrusted program: clone, drop privileges, apply limits, watch, kill, report.
 
 The caller (a job handler, running as root inside the sandbox) owns one *slot*: an unprivileged uid
 used by nobody else and a scratch directory owned by that uid. Per test:
 
-1. pipes for stdin/stdout/stderr and a control pipe (fd 3), then ``fork``;
+1. pipes for stdin/stdout/stderr and a control pipe (fd 3), then a clone of the handler's zygote
+   (zygote.py): a child of the handler that starts from memory no job ever touched and reads its
+   own run (``PROGRAM_KEYS`` of the job, its limits; for the assert harness, the compiled test code)
+   from a payload pipe: a program holds its own program and input, nothing else of any job;
 2. the child: new session, fds 0-3 on the pipes and every other fd closed, rlimits (CPU, AS, NPROC,
    FSIZE, NOFILE, CORE=0), ``setgroups([])``/``setgid``/``setuid`` to the slot uid,
    ``PR_SET_NO_NEW_PRIVS`` (the seccomp filter, seccomp.py, is inherited from the slot manager), an emptied
@@ -23,7 +26,7 @@ used by nobody else and a scratch directory owned by that uid. Per test:
    After each job the slot manager does the same and removes the slot's SysV IPC objects. Every
    wait has a deadline; a slot that cannot be cleaned in time raises ``SlotStuck``.
 
-Assert format (``fork_python``): two children per test, the harness (harness.py, forked first,
+Assert format (``fork_python``): two children per test, the harness (harness.py, cloned first,
 non-dumpable, its own control pipe and the run's token) and the program (which then serves calls
 on fds 4/5). The harness's exit ends the run; the program, if still serving, is killed through its
 pidfd (no ``/proc`` scan) and its status then counts as a clean exit. A harness that died before
@@ -46,6 +49,7 @@ import ctypes
 import dataclasses
 import fcntl
 import json
+import marshal
 import math
 import os
 import resource
@@ -58,7 +62,8 @@ from dataclasses import dataclass, field
 import cleanup
 import harness
 import pyrun
-from languages import Language
+import zygote
+from languages import LANGUAGES, Language
 
 TYPE_CHECKING = False  # typing's own flag without importing typing at run time
 if TYPE_CHECKING:
@@ -239,8 +244,85 @@ class SlotStuck(Exception):
 
 
 INHERITED_MAPS: list[Any] = []
-"""Shared mappings of the executor (its bookkeeping) that every test child closes before the
-program runs, so a program cannot write them."""
+"""Shared mappings of the executor (its bookkeeping): the zygote closes them, and a test process
+closes any still there before the program runs, so a program cannot write them."""
+PAYLOAD_LIMIT = 1 << 30
+PROGRAM_KEYS = ("program", "mode", "fn_name", "files", "source", "phase")
+"""What a program's (or compile step's) test process gets of its job: never the assert test code,
+which only the harness process gets (compiled: ``_Harness``)."""
+
+
+def child_main(fds: list[int]) -> None:
+    """A clone of the zygote (zygote.py): read the run from the payload pipe ``fds[0]`` and become its
+    test process (``_child``); never returns. A payload that cannot be read is a setup failure."""
+    try:
+        data = zygote.read_payload(fds[0], PAYLOAD_LIMIT)
+        os.close(fds[0])
+        job, lang, slot, run_dir, build_dir, lim, test_input, role = marshal.loads(data)
+        args = (job, LANGUAGES[lang], Slot(*slot), run_dir, build_dir, Limits(*lim), tuple(fds[1:]))
+    except BaseException as exc:
+        try:
+            os.write(fds[3] if len(fds) > 3 else 2, f"sandbox: bad run payload: {exc!r}\n".encode())
+        finally:
+            os._exit(_SETUP_FAILED)
+    _child(*args, test_input, role)
+
+
+def _spawn(
+    zyg: zygote.Zygote,
+    fds: tuple[int, ...],
+    job: dict[str, Any],
+    lang: Language,
+    slot: Slot,
+    run_dir: str,
+    build_dir: str,
+    lim: Limits,
+    test_input: str,
+    role: str = "program",
+) -> int:
+    """A test process from the zygote holding ``fds`` (stdin, stdout, stderr, control pipe, then
+    assert mode's two), running ``_child`` on this run; its pid (a child of ours)."""
+    payload = marshal.dumps(
+        (
+            job,
+            lang.name,
+            dataclasses.astuple(slot),
+            run_dir,
+            build_dir,
+            dataclasses.astuple(lim),
+            test_input,
+            role,
+        )
+    )
+    read_end, write_end = os.pipe()
+    try:
+        pid = int(zyg.spawn([read_end, *fds]))
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    _write_payload(write_end, payload, time.monotonic() + lim.wall_limit_s)
+    return pid
+
+
+def _write_payload(fd: int, data: bytes, deadline: float) -> None:
+    """All of ``data`` into the payload pipe, then closed; stops early when the child is gone (it
+    then fails its setup) or the deadline passed (it reads a cut payload: a setup failure too)."""
+    view = memoryview(data)
+    try:
+        os.set_blocking(fd, False)
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return
+                select.select([], [fd], [], 0.1)
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _set_limits(lim: Limits, lang: Language) -> None:
@@ -369,7 +451,14 @@ def _write_files(files: dict[str, bytes]) -> None:
 
 
 def run_test(
-    job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, test_input: str, index: int, build_dir: str
+    job: dict[str, Any],
+    lang: Language,
+    slot: Slot,
+    lim: Limits,
+    test_input: str,
+    index: int,
+    build_dir: str,
+    zyg: zygote.Zygote,
 ) -> dict[str, Any]:
     """Run the program once on one input; returns the outcome dict of protocol.py's test frame.
     A compile step gets ``slot.builder()`` (its uid and dir). Raises SlotStuck when the slot cannot
@@ -389,11 +478,11 @@ def run_test(
     start = time.monotonic()
     peak = CgroupPeak(slot, start)
     two = job.get("mode") == "assert" and lang.runner == "fork_python"
-    h = _Harness.start(job, lang, slot, lim, token) if two else None
-    pid = os.fork()
-    if pid == 0:
-        fds = (stdin_r, out_w, err_w, ctl_w, *(h.program_fds if h is not None else ()))
-        _child(job, lang, slot, slot.root, build_dir, lim, fds, test_input)
+    h = _Harness.start(job, lang, slot, lim, token, zyg) if two else None
+    fds = (stdin_r, out_w, err_w, ctl_w, *(h.program_fds if h is not None else ()))
+    mine = {k: job[k] for k in PROGRAM_KEYS if k in job}
+    own_input = "" if job.get("mode") == "stdio" else test_input  # stdin goes through its pipe
+    pid = _spawn(zyg, fds, mine, lang, slot, slot.root, build_dir, lim, own_input)
     peak.pid = pid
     for fd in (stdin_r, out_w, err_w, ctl_w):
         os.close(fd)
@@ -430,7 +519,7 @@ def run_test(
             os.close(fd)
         if h is not None:
             h.close_all()
-    reaped = _reap_run(slot, [pid] if h is None else [pid, h.pid])
+    reaped = _reap_run(slot, [pid] if h is None else [pid, h.pid], zyg.pid)
     status, usage = reaped[pid]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -494,15 +583,15 @@ def _cgroup_was_full(slot: Slot, peak_mb: float, cgroup: CgroupPeak) -> bool:
     return peak_mb >= 0.9 * cap or pinned or thrashed
 
 
-def _reap_run(slot: Slot, pids: list[int]) -> Any:
-    """Reap every process of the run (all descend from us: none left means none alive), killing
-    what is left; then remove the slot uid's SysV IPC objects, before any reply leaves (another
-    slot's next job must not see them). Raises SlotStuck past the deadline."""
-    reaped, left = cleanup.reap(0.0)
+def _reap_run(slot: Slot, pids: list[int], keep: int) -> Any:
+    """Reap every process of the run (all descend from us: none left but the zygote ``keep`` means
+    none alive), killing what is left; then remove the slot uid's SysV IPC objects, before any reply
+    leaves (another slot's next job must not see them). Raises SlotStuck past the deadline."""
+    reaped, left = cleanup.reap(0.0, keep)
     killed = True
     if left:
         killed = cleanup.kill_slot(slot.uid)
-        more, _ = cleanup.reap(REAP_DEADLINE_S)
+        more, _ = cleanup.reap(REAP_DEADLINE_S, keep)
         reaped.update(more)
     if not killed or any(p not in reaped for p in pids):
         raise SlotStuck(f"the processes of slot {slot.index} did not die within their deadline")
@@ -524,7 +613,9 @@ class _Harness:
     fds: list[int]  # its stderr and control pipes (read here), then the program's two pipe ends
 
     @classmethod
-    def start(cls, job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, token: str) -> _Harness:
+    def start(
+        cls, job: dict[str, Any], lang: Language, slot: Slot, lim: Limits, token: str, zyg: zygote.Zygote
+    ) -> _Harness:
         req_r, req_w = os.pipe()  # harness -> program
         rep_r, rep_w = os.pipe()  # program -> harness
         in_r, in_w = os.pipe()
@@ -533,11 +624,14 @@ class _Harness:
         os.close(in_w)
         compiled, wanted, error = harness.prepare(job.get("assert_code") or "", job.get("entry_point"))
         tests = {"mode": "assert", "compiled": compiled, "wanted": wanted, "error": error, "token": token}
-        pid = os.fork()
-        if pid == 0:
-            _child(
-                tests, lang, slot, "/", "", lim, (in_r, err_w, err_w, ctl_w, req_w, rep_r), "", role="harness"
+        try:
+            pid = _spawn(
+                zyg, (in_r, err_w, err_w, ctl_w, req_w, rep_r), tests, lang, slot, "/", "", lim, "", "harness"
             )
+        except BaseException:
+            for fd in (in_r, err_r, err_w, ctl_r, ctl_w, req_r, req_w, rep_r, rep_w):
+                os.close(fd)
+            raise
         for fd in (in_r, err_w, ctl_w, req_w, rep_r):
             os.close(fd)
         return cls(

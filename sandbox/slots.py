@@ -29,7 +29,9 @@ import time
 from collections.abc import Callable
 
 import cleanup
+import runner
 import seccomp
+import zygote
 from protocol import ProtocolError
 from runner import (
     INHERITED_MAPS,
@@ -104,10 +106,11 @@ def slot_manager(
     listener: socket.socket,
     board: Board,
     idle_timeout_s: float,
-    handle_job: Callable[[socket.socket, Slot, Board], None],
+    handle_job: Callable[[socket.socket, Slot, Board, zygote.Zygote], None],
 ) -> None:
-    """Fork a handler, let it accept and run one job, wait, clean the slot; forever. The manager
-    never reads job data, so every handler starts from a process that never held any."""
+    """Fork a job handler, let it serve jobs, wait, clean the slot; forever. The manager never reads
+    job data, so every handler (and its zygote, forked before the handler's first job) starts from
+    a process that never held any."""
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     for procs in slot.cgroup_procs:  # the slot's own CPU weight, memory and pids limits: everything
         with open(procs, "w") as f:  # this manager forks (handlers, tests) inherits them
@@ -129,18 +132,15 @@ def slot_manager(
     cleanup.reap(1.0)
     board.set(slot.index, 0, 0.0)
     while True:
-        # The handler is forked *before* its job arrives (the fork is off the request path); it
-        # accepts one connection, runs that job and exits.
+        # The handler is forked before any job arrives (the fork is off the request path); it serves
+        # up to HANDLER_JOBS jobs, one at a time, and exits early on any failure.
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
                 prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the manager
                 prctl(PR_SET_CHILD_SUBREAPER, 1)  # a run's orphans are reaped (and CPU-counted) here
-                conn, _ = listener.accept()
-                board.set(slot.index, 1, time.monotonic() + idle_timeout_s + 5.0, bump=True)
-                listener.close()
-                handle_job(conn, slot, board)
+                serve_jobs(slot, listener, board, idle_timeout_s, handle_job)
             except (ProtocolError, OSError, ValueError, SlotStuck) as exc:
                 _log(f"slot {slot.index}: job handler failed: {exc!r}")
                 code = 2
@@ -158,6 +158,39 @@ def slot_manager(
             os._exit(5)
         cleanup.reap(1.0 if left else 0.0)
         board.set(slot.index, 0, 0.0)
+
+
+HANDLER_JOBS = 1000
+"""Jobs one handler serves before it exits and the manager forks a fresh one (what a long-lived
+process may accumulate, heap fragments or a leaked descriptor, is bounded so)."""
+
+
+def serve_jobs(
+    slot: Slot,
+    listener: socket.socket,
+    board: Board,
+    idle_timeout_s: float,
+    handle_job: Callable[[socket.socket, Slot, Board, zygote.Zygote], None],
+) -> None:
+    """The handler: its zygote first (zygote.py), then jobs one at a time, each followed by what the
+    manager does after a handler: nothing of the job survives it (processes, scratch files, SysV IPC)."""
+    zyg = zygote.Zygote(runner.child_main, INHERITED_MAPS)
+    try:
+        for _ in range(HANDLER_JOBS):
+            conn, _ = listener.accept()
+            board.set(slot.index, 1, time.monotonic() + idle_timeout_s + 5.0, bump=True)
+            with conn:
+                handle_job(conn, slot, board, zyg)
+            board.set(slot.index, 1, time.monotonic() + CLEAN_DEADLINE_S)
+            _, left = cleanup.reap(0.0, zyg.pid)
+            if not clean(slot, scan=left):
+                raise SlotStuck(f"slot {slot.index} could not be cleaned after a job")
+            cleanup.reap(1.0 if left else 0.0, zyg.pid)
+            if not zyg.alive():
+                raise OSError(f"slot {slot.index}: the zygote is gone")
+            board.set(slot.index, 0, 0.0)
+    finally:
+        zyg.close()
 
 
 def _log(message: str) -> None:
