@@ -21,11 +21,13 @@ it never shares a clock with a rate. The upstream graders run the programs in th
 without isolation; mucode runs every test in a fresh sandboxed process.
 The machine may be shared: rerun before trusting a small difference; ``--rounds N`` alternates the two
 LiveCodeBench graders N times (the same load for both) and prints the median of the ratios.
-Each round also runs the LiveCodeBench samples' programs alone (every test input through each program
-in one plain process, stdin and stdout in memory: no grader, no isolation, no comparison) and prints
-the *ceiling*: LiveCodeBench's wall time over the least wall time any grader could take on
-``--workers`` busy cores, the programs' CPU time spread evenly over them. No grader, isolated or
-not, can beat LiveCodeBench by more than that on this problem.
+Each round also runs the LiveCodeBench samples' programs alone (each sample's tests in order until its
+first failing one, as every grader runs them: no grader, no isolation) twice, in one plain warm process
+(stdin and stdout in memory) and with a fork of it per test, and prints two *ceilings*:
+LiveCodeBench's wall time over the least wall time a grader could take on ``--workers`` busy cores,
+the programs' CPU time spread evenly over them. No grader can beat LiveCodeBench by more than the
+first on this problem; none that gives each test a fresh process (mucode does) by more than the
+second: a fresh process pays for every page the program touches again.
 """
 
 from __future__ import annotations
@@ -130,30 +132,72 @@ print(json.dumps({"wall": time.perf_counter() - t0, "pass@1": sum(passed) / len(
 
 
 _PROGRAMS_ALONE = r"""
-import io, json, sys, time
+import io, json, os, sys, time
 job = json.load(sys.stdin)
 codes = [compile(c, "solution.py", "exec") for c in job["codes"]]
+pairs = list(zip(job["inputs"], job["outputs"]))
 real = sys.stdin, sys.stdout
-t0 = time.process_time()
-for code in codes:
-    for text in job["inputs"]:
-        sys.stdin, sys.stdout = io.StringIO(text), io.StringIO()
-        exec(code, {"__name__": "__main__"})
-cpu = time.process_time() - t0
-sys.stdin, sys.stdout = real
-print(json.dumps({"cpu": cpu}))
+
+
+def in_process(code, text):
+    sys.stdin, sys.stdout = io.StringIO(text), io.StringIO()
+    exec(code, {"__name__": "__main__"})
+    out = sys.stdout.getvalue()
+    sys.stdin, sys.stdout = real
+    return out
+
+
+def forked(code, text):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        out = in_process(code, text)
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 1 << 16):
+        chunks.append(chunk)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode()
+
+
+result = {"tests": 0}
+for name, run in (("in_process", in_process), ("fork", forked)):
+    t0, k0 = time.process_time(), os.times()
+    result["tests"] = 0
+    for code in codes:
+        for text, expected in pairs:  # as every grader does: a sample stops at its first failure
+            result["tests"] += 1
+            if run(code, text).strip() != expected.strip():
+                break
+    k1 = os.times()
+    children = k1.children_user - k0.children_user + k1.children_system - k0.children_system
+    result[name] = time.process_time() - t0 + children
+print(json.dumps(result))
 """
 
 
-def programs_alone(tests: list[dict[str, str]], samples: int) -> float:
-    """CPU seconds the samples' programs need on their own: each runs on every test input in one plain
-    process (stdin and stdout in memory), with no grader, no isolation and no output comparison. No
-    grader can spend less CPU than this."""
-    job = json.dumps({"codes": lcb_codes(samples), "inputs": [t["input"] for t in tests]})
+def programs_alone(tests: list[dict[str, str]], samples: int) -> dict[str, float]:
+    """CPU seconds the samples' programs need on their own, each sample stopping at its first failing
+    test as every grader does: ``in_process``, each test in one plain warm process (stdin and stdout
+    in memory: no grader, no isolation); ``fork``, each test in a fork of that warm process (stdout
+    back through a pipe), the least a grader that gives every test a process of its own can spend.
+    No grader can spend less CPU than the first; no process-per-test grader less than the second."""
+    job = json.dumps(
+        {
+            "codes": lcb_codes(samples),
+            "inputs": [t["input"] for t in tests],
+            "outputs": [t["output"] for t in tests],
+        }
+    )
     done = subprocess.run(
         [sys.executable, "-I", "-c", _PROGRAMS_ALONE], input=job, capture_output=True, text=True, check=True
     )
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu"])
+    times: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return times
 
 
 def upstream_lcb(tests: list[dict[str, str]], samples: int, workers: int) -> dict[str, Any]:
@@ -277,7 +321,8 @@ def main() -> None:
         load_evalplus("humaneval", override_path=plus)  # ground truth computed and cached before timing
         service = Service(options, 1, backend=args.backend)
         ratios: list[float] = []
-        ceilings: list[float] = []  # per round: the best any grader could do against upstream's wall
+        ceilings: dict[str, list[float]] = {"in_process": [], "fork": []}  # per round: the best any
+        # grader (a process-per-test grader) could do against upstream's wall
         cores = min(args.workers, os.cpu_count() or 1)
         try:
             for _ in range(args.rounds - 1):  # extra rounds, interleaved, so both sides see the same load
@@ -288,7 +333,9 @@ def main() -> None:
                 wall_u = upstream_lcb(tests, args.samples, args.workers)["wall"]
                 cpu_u = children_cpu_s() - kids
                 ratios.append(wall_u / wall_m)
-                ceilings.append(wall_u * cores / programs_alone(tests, args.samples))
+                alone = programs_alone(tests, args.samples)
+                for kind, ceiling in ceilings.items():
+                    ceiling.append(wall_u * cores / alone[kind])
                 print(
                     f"round {len(ratios)}: mucode {wall_m:.2f} s ({cpu_m:.2f} CPU-s: evaluator, service, "
                     f"sandbox; loading included), upstream {wall_u:.2f} s ({cpu_u:.2f} CPU-s, its "
@@ -312,8 +359,9 @@ def main() -> None:
         upstream = upstream_lcb(tests, args.samples, args.workers)
         upstream_cpu = children_cpu_s() - kids
         ratios.append(upstream["wall"] * rows[0][2] / args.samples)
-        alone_cpu = programs_alone(tests, args.samples)
-        ceilings.append(upstream["wall"] * cores / alone_cpu)
+        alone = programs_alone(tests, args.samples)
+        for kind, ceiling in ceilings.items():
+            ceiling.append(upstream["wall"] * cores / alone[kind])
         rows.insert(1, ("", f"LiveCodeBench evaluate_generations ({args.workers} proc.)",
                         args.samples / upstream["wall"], f"{upstream['pass@1']:.3f}", "–"))  # fmt: skip
         theirs = upstream_evalplus(plus, args.samples, args.workers)
@@ -331,13 +379,19 @@ def main() -> None:
         f"LiveCodeBench, mucode / upstream samples/s: median {ratios[len(ratios) // 2]:.2f}x over "
         f"{len(ratios)} rounds ({', '.join(f'{r:.2f}' for r in ratios)}); load average {os.getloadavg()[0]:.1f}"
     )
-    ceilings.sort()
+    for ceiling in ceilings.values():
+        ceiling.sort()
+    any_grader, per_test = ceilings["in_process"], ceilings["fork"]
     print(
-        f"LiveCodeBench's ceiling: a grader with no cost of its own (the programs alone, no isolation, on "
-        f"{cores} busy cores) would be at most {ceilings[len(ceilings) // 2]:.2f}x LiveCodeBench's samples/s "
-        f"(median over {len(ceilings)} rounds: {', '.join(f'{c:.2f}' for c in ceilings)}). Last round: the "
-        f"programs alone needed {alone_cpu:.2f} CPU-s for {len(tests)} tests x {args.samples} samples "
-        f"({1000 * alone_cpu / (len(tests) * args.samples):.1f} ms a test); LiveCodeBench's grader "
+        f"LiveCodeBench's ceiling: a grader with no cost of its own (the programs alone, each sample "
+        f"stopping at its first failing test, on {cores} busy cores) would be at most "
+        f"{any_grader[len(any_grader) // 2]:.2f}x LiveCodeBench's samples/s with no isolation (all tests "
+        f"in one warm process; rounds: {', '.join(f'{c:.2f}' for c in any_grader)}) and "
+        f"{per_test[len(per_test) // 2]:.2f}x with a process per test (a fork of a warm process; rounds: "
+        f"{', '.join(f'{c:.2f}' for c in per_test)}). Last round: the programs alone needed "
+        f"{alone['in_process']:.2f} CPU-s in one process and {alone['fork']:.2f} CPU-s forked for "
+        f"{alone['tests']:.0f} tests run ({1000 * alone['in_process'] / alone['tests']:.1f} and "
+        f"{1000 * alone['fork'] / alone['tests']:.1f} ms a test); LiveCodeBench's grader "
         f"{upstream_cpu:.2f} CPU-s (its process start included) and {upstream['wall']:.2f} s of wall time"
     )
     print("| problem | grader | samples/s | pass@1 | client peak MB |\n|---|---|---:|---:|---:|")
