@@ -41,13 +41,23 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 _FLATTEN_DEPTH = 32  # deeper dirs are moved to the top of the tree instead of holding more fds
 
 
+PR_SET_PDEATHSIG, PR_GET_PDEATHSIG = 1, 2
+
+
 @contextlib.contextmanager
 def as_slot(uid: int) -> Iterator[None]:
     """Effective uid (and gid) = the slot's for the block; real and saved stay root, so the slot's
-    processes cannot signal or trace us meanwhile. A no-op when we are not root."""
+    processes cannot signal or trace us meanwhile. A no-op when we are not root.
+
+    The kernel clears a process's parent-death signal when its effective ids change: a job handler
+    (killed by ``PDEATHSIG`` with its slot manager) sets it again afterwards, and follows at once a
+    parent that died in between."""
     if os.geteuid() != 0:
         yield
         return
+    death = ctypes.c_int(0)
+    _LIBC.prctl(PR_GET_PDEATHSIG, ctypes.byref(death), 0, 0, 0)
+    parent = os.getppid()
     os.setegid(uid)
     os.seteuid(uid)
     try:
@@ -55,6 +65,10 @@ def as_slot(uid: int) -> Iterator[None]:
     finally:
         os.seteuid(0)
         os.setegid(0)
+        if death.value:
+            _LIBC.prctl(PR_SET_PDEATHSIG, death.value, 0, 0, 0)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), death.value)
 
 
 def _real_uid_and_state(pid: str) -> tuple[int, str] | None:

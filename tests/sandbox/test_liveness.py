@@ -78,9 +78,11 @@ def test_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run(kind
     h = Handle(kind, health_interval_s=0.5, deadline_slack_s=2.0, **options)
     try:
         assert_confined(h)
+        every_slot_correct(h)  # each handler has served a job (and cleaned its slot) before this one
         job = stdio_job(SLOW, ["1\n"], ["2"], time_limit_s=1.0)
         fut = asyncio.run_coroutine_threadsafe(h.backend.judge(job), h.loop)
-        os.kill(_handler_of_running_job(h), signal.SIGSTOP)  # a handler that never finishes
+        stuck = _handler_of_running_job(h)
+        os.kill(stuck, signal.SIGSTOP)  # a handler that never finishes
         seen_stuck = False
         health: dict[str, object] = {}
         deadline = time.monotonic() + 60
@@ -95,6 +97,7 @@ def test_stuck_slot_makes_health_not_ok_then_is_replaced_and_its_job_re_run(kind
             f"last health: {health}"
         )
         assert fut.result(60).verdict is Status.correct  # re-run once on a fresh slot
+        assert _live_parent(stuck) is None  # gone with its manager, though it had switched uids
         assert h.health()["ok"]
         every_slot_correct(h)
         uids = h.slot_uids
