@@ -377,8 +377,7 @@ def _child(
         INHERITED_MAPS.clear()
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")  # the OOM killer picks programs before the executor
+        _write_proc("/proc/self/oom_score_adj", b"1000")  # the OOM killer picks programs before us
         _set_limits(lim, lang)
         os.setgroups([])
         os.setgid(slot.uid if slot.gid is None else slot.gid)
@@ -389,20 +388,10 @@ def _child(
         if role == "harness":
             prctl(PR_SET_DUMPABLE, 0)  # the program (same uid) cannot open our /proc/<pid>/mem or fd/
         os.chdir(run_dir)
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": run_dir,
-            "TMPDIR": run_dir,
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            # numpy/scipy: one BLAS thread (each thread reserves address space under RLIMIT_AS)
-            "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            **lang.env,
-        }
-        os.environ.clear()
-        os.environ.update(env)
+        env = program_env(run_dir, lang)
+        if os.environ != env:  # the zygote set the slot's Python one already (zygote_setup)
+            os.environ.clear()
+            os.environ.update(env)
         _write_files(job.get("files") or {})
         _ctl({"ev": "ready"})
     except BaseException as exc:  # never run the program if any setup step failed
@@ -439,6 +428,38 @@ def _child(
     except BaseException as exc:
         os.write(2, f"exec failed: {exc!r}\n".encode())
     os._exit(127)
+
+
+def program_env(run_dir: str, lang: Language) -> dict[str, str]:
+    """The whole environment of a test process that runs in ``run_dir``."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": run_dir,
+        "TMPDIR": run_dir,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        # numpy/scipy: one BLAS thread (each thread reserves address space under RLIMIT_AS)
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        **lang.env,
+    }
+
+
+def zygote_setup(slot: Slot) -> None:
+    """In the zygote, once: the environment of the slot's Python programs, so that their clones need
+    not build it (a test process sets another one where it differs: a compile step, the harness)."""
+    os.environ.clear()
+    os.environ.update(program_env(slot.root, LANGUAGES["python"]))
+
+
+def _write_proc(path: str, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
 
 
 def _write_files(files: dict[str, bytes]) -> None:

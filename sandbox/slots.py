@@ -174,7 +174,7 @@ def serve_jobs(
 ) -> None:
     """The handler: its zygote first (zygote.py), then jobs one at a time, each followed by what the
     manager does after a handler: nothing of the job survives it (processes, scratch files, SysV IPC)."""
-    zyg = zygote.Zygote(runner.child_main, INHERITED_MAPS)
+    zyg = zygote.Zygote(runner.child_main, INHERITED_MAPS, lambda: runner.zygote_setup(slot))
     try:
         for _ in range(HANDLER_JOBS):
             conn, _ = listener.accept()
