@@ -56,6 +56,35 @@ def prepare() -> None:
         importlib.import_module(name)
 
 
+WARM_UP = """import sys
+from collections import *
+from typing import *
+data = sys.stdin.read().split()
+n = int(data[0])
+xs = list(map(int, data[1 : n + 1]))
+print(sum(xs), max(xs), " ".join(map(str, sorted(xs)[:3])), f"{n / 3:.2f}")
+"""
+
+
+def warm(rounds: int = 16) -> None:
+    """Once, in the zygote: run a typical program (and parse and unparse its source, as LiveCodeBench's
+    driver does with each program) ``rounds`` times, so that the interpreter's adaptive bytecode of
+    what clones run again is specialised here, once: a clone then copies fewer pages on write (~1 ms
+    less per 600 KB test under LiveCodeBench's driver, measured). Only the executor's own text and the
+    standard library run here, never anything of a job."""
+    import ast
+
+    code = compile(WARM_UP, "warm_up.py", "exec", dont_inherit=True)
+    saved = sys.stdin, sys.stdout
+    try:
+        for _ in range(rounds):
+            sys.stdin, sys.stdout = io.StringIO("5\n3 1 4 1 5\n"), io.StringIO()
+            exec(code, {"__name__": "__main__"})
+            ast.unparse(ast.parse(WARM_UP))
+    finally:
+        sys.stdin, sys.stdout = saved
+
+
 def _ctl(event: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):
         os.write(CTL_FD, (json.dumps(event) + "\n").encode())

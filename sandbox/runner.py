@@ -448,9 +448,11 @@ def program_env(run_dir: str, lang: Language) -> dict[str, str]:
 
 def zygote_setup(slot: Slot) -> None:
     """In the zygote, once: the environment of the slot's Python programs, so that their clones need
-    not build it (a test process sets another one where it differs: a compile step, the harness)."""
+    not build it (a test process sets another one where it differs: a compile step, the harness),
+    and a warm interpreter (``pyrun.warm``)."""
     os.environ.clear()
     os.environ.update(program_env(slot.root, LANGUAGES["python"]))
+    pyrun.warm()
 
 
 def _write_proc(path: str, data: bytes) -> None:
