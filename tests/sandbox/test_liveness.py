@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 
 import pytest
+from mucode.sandbox.executor import EXECUTOR_DIR
 from sandbox_helpers import (
     GUARD,
     Handle,
@@ -62,6 +64,62 @@ def test_a_killed_job_handler_means_a_re_run_on_a_fresh_slot(sb: Handle) -> None
     assert result.verdict is Status.correct, result
     every_slot_correct(sb)
     assert_nothing_left(sb)
+
+
+def _zygote_of(handler: int) -> int:
+    """The handler's zygote: its child that runs as root (a test process runs as the slot uid)."""
+    for name in os.listdir("/proc"):
+        if name.isdigit() and _live_parent(int(name)) == handler and os.stat(f"/proc/{name}").st_uid == 0:
+            return int(name)
+    pytest.fail(f"handler {handler} has no zygote")
+
+
+def test_a_killed_zygote_means_a_re_run_on_a_fresh_handler(sb: Handle) -> None:
+    """The zygote dies between a job's two tests: the second cannot start, the handler gives up the
+    job (the client re-runs it once) and is replaced, with a zygote of its own."""
+    assert_confined(sb)
+    fut = asyncio.run_coroutine_threadsafe(
+        sb.backend.judge(stdio_job(SLOW, ["1\n", "2\n"], ["2", "3"])), sb.loop
+    )
+    handler = _handler_of_running_job(sb)
+    os.kill(_zygote_of(handler), signal.SIGKILL)
+    result = fut.result(120)
+    assert result.verdict is Status.correct, result
+    assert _live_parent(handler) is None
+    every_slot_correct(sb)
+    assert_nothing_left(sb)
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
+)
+def test_a_handler_serves_its_jobs_then_a_fresh_one_takes_over(kind: str) -> None:
+    """A handler serves HANDLER_JOBS jobs and exits; the manager forks a new one (and it a new zygote)."""
+    if kind == "local" and os.geteuid() != 0:
+        pytest.skip("the local sandbox backend needs root (CI runs as root)")
+    slots_py = (EXECUTOR_DIR / "slots.py").read_text()  # the executor's modules import each other flat
+    handler_jobs = int(re.search(r"^HANDLER_JOBS = (\d+)$", slots_py, re.M)[1])  # type: ignore[index]
+    one_slot = {"slots": 1} if kind == "local" else {"containers": 1, "slots_per_container": 1}
+    options = {**one_slot, "uid_base": 61400 if kind == "local" else 11400}
+    h = Handle(kind, **options)
+    try:
+        assert_confined(h)
+        slow = stdio_job(SLOW, ["1\n"], ["2"])
+        handlers = []
+        for _ in range(2):
+            fut = asyncio.run_coroutine_threadsafe(h.backend.judge(slow), h.loop)
+            handlers.append(_handler_of_running_job(h))
+            assert fut.result(60).verdict is Status.correct
+            quick = [
+                stdio_job("print(int(input()) * 2)", [f"{i}\n"], [str(2 * i)]) for i in range(handler_jobs)
+            ]
+            assert all(r.verdict is Status.correct for r in h.judge_many(quick))
+        assert handlers[0] != handlers[1] and _live_parent(handlers[0]) is None
+        every_slot_correct(h)
+        uids = h.slot_uids
+    finally:
+        h.close()
+    assert not slot_processes(uids)
 
 
 @pytest.mark.parametrize(
