@@ -35,6 +35,9 @@ UNDECLARED = {
     "huggingface_hub": "installed with transformers, which is built on it",
     "starlette": "FastAPI's foundation, installed with fastapi",
     "packaging": "installed with transformers (and vllm, whose version mucode.rollout.vllm checks)",
+    "latex2sympy2_extended": "math-verify's LaTeX parser, installed with math-verify (mucode.rewards.math_fast "
+    "wraps its parser factory)",
+    "antlr4": "the parser runtime of math-verify[antlr4-9-3], installed with it (math_fast sets its prediction mode)",
 }
 
 

@@ -29,7 +29,8 @@ def main() -> None:
     weights = full_state_dict(model)
     if info.is_main:
         torch.save({"weights": weights, "metrics": metrics}, out)
-    if info.enabled:
+    if info.enabled:  # both ranks leave together: gloo aborts a rank torn down while its peer still talks
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
 
 
