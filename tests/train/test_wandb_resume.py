@@ -39,5 +39,7 @@ def test_a_resume_logs_to_the_same_wandb_run(tmp_path: Path, monkeypatch: pytest
     fresh_id = fresh._wandb.id  # noqa: SLF001
     fresh.close()
     assert fresh_id != first_id
+    # offline-run-<second it started>-<id>, and "-1" after it when the resume starts in the same second
     runs = sorted(p.name for p in (tmp_path / "wandb" / "wandb").glob("offline-run-*"))
-    assert sum(name.endswith(first_id) for name in runs) == 2 and len(runs) == 3, runs
+    ids = sorted(name.split("-")[3] for name in runs)
+    assert ids == sorted([first_id, first_id, fresh_id]), runs
