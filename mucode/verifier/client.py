@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import logging
 import os
 import random
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -173,6 +175,14 @@ def as_items(items: Sequence[Item | Mapping[str, Any]]) -> list[Item]:
             422, f"invalid items (checked before sending): {len(problems)} problems", problems
         )
     return out
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default verification (certifi's roots, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured), built
+    once per process: loading the roots costs ~35 ms, which every new client (one per event loop, so
+    one per evaluation or ``VerifierSession``) paid again before its first request."""
+    return httpx.create_ssl_context(trust_env=True)
 
 
 def _default_max_request_bytes() -> int:
@@ -311,7 +321,10 @@ class VerifierClient:
                 max_connections=self.max_concurrency * 2, max_keepalive_connections=self.max_concurrency
             )
             http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout_s, connect=10.0), headers=headers, limits=limits
+                timeout=httpx.Timeout(self.timeout_s, connect=10.0),
+                headers=headers,
+                limits=limits,
+                verify=_tls_context(),
             )
             state = self._loops[loop] = _LoopState(http, asyncio.Semaphore(self.max_concurrency))
         return state

@@ -362,3 +362,24 @@ def test_a_dropped_session_closes_its_connections_and_thread(math_url: str) -> N
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [
         str(w.message) for w in caught
     ]
+
+
+def test_clients_share_one_verifying_tls_context(math_url: str) -> None:
+    """Loading the trust roots costs tens of milliseconds: built once per process, never per client,
+    and still verifying (httpx's default) for https URLs."""
+    import ssl
+
+    async def contexts() -> list[ssl.SSLContext]:
+        found = []
+        for _ in range(2):
+            client = VerifierClient(math_url)
+            try:
+                assert [r.status for r in await client.verify(_items(2))] == ["wrong_answer", "correct"]
+                found.append(client._state().http._transport._pool._ssl_context)
+            finally:
+                await client.aclose()
+        return found
+
+    first, second = asyncio.run(contexts())
+    assert first is second
+    assert first.verify_mode is ssl.CERT_REQUIRED and first.check_hostname
