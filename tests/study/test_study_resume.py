@@ -39,12 +39,14 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     spec = dataclasses.replace(spec, overrides=[*spec.overrides, "train.checkpoint_every=4"])
     spec.path.mkdir(parents=True)
     (spec.path / "spec.json").write_text(json.dumps(dataclasses.asdict(spec)))
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "mucode.study.worker", str(spec.path / "spec.json")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    first_log = tmp_path / "first-worker.log"
+    with open(first_log, "w") as sink:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "mucode.study.worker", str(spec.path / "spec.json")],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 600
     while (
         not [u for u in _updates(spec.path) if u > 5]
@@ -52,10 +54,13 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         and time.monotonic() < deadline
     ):
         time.sleep(0.05)
+    ended = worker.poll()  # None: still running, as it should be when it is killed
     os.killpg(worker.pid, signal.SIGKILL)
     worker.wait()
-    killed_at = max(_updates(spec.path))
-    assert 5 < killed_at < 16 and not spec.done() and spec.started()
+    updates = _updates(spec.path)
+    why = f"worker exit {ended}, updates {updates}, its log ends: {first_log.read_text()[-2000:]}"
+    assert ended is None and updates and 5 < max(updates) < 16, why
+    assert not spec.done() and spec.started(), why
 
     (outcome,) = run_grid([spec], jobs=1, say=lambda _: None)
     assert outcome["ok"], outcome["tail"]
