@@ -128,3 +128,28 @@ def test_verbose_and_quiet_together_is_a_usage_error() -> None:
     out = run("-v", "-q", "env")
     assert out.returncode == 2
     assert "contradict" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_verify_and_serve_load_only_their_own_command_module(tmp_path: Path) -> None:
+    """`mucode verify` scores a file in well under a CPU-second: it must not import the trainer's
+    config or the other commands (a third of a CPU-second); `--help` and `--version` still work."""
+    probe = (
+        "import sys\nfrom mucode.cli import main\nsys.argv = ['mucode', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m in ('mucode.config', 'mucode.cli.train', "
+        "'mucode.cli.eval', 'mucode.cli.serve')))"
+    )
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "a", "response": "\\boxed{2}", "spec": {"answer": "2"}}) + "\n")
+    lean = subprocess.run([sys.executable, "-c", probe, "verify", "--program", "math", "-i", str(items)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert lean.returncode == 0, lean.stderr
+    assert '"status":"correct"' in lean.stdout
+    assert lean.stdout.strip().splitlines()[-1] == "['mucode.cli.serve']"
+    full = subprocess.run(
+        [sys.executable, "-c", probe, "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert full.stdout.strip().splitlines()[-1] == str(sorted(["mucode.config", "mucode.cli.train",
+                                                               "mucode.cli.eval", "mucode.cli.serve"]))  # fmt: skip
+    assert "verify" in full.stdout and "train" in full.stdout
+    assert run("--version").stdout.startswith("mucode ")

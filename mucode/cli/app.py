@@ -4,19 +4,21 @@ Each command module of this package (``train``, ``eval``, ``serve``, ``verl``, `
 commands with ``register(app)``; the areas (``mucode.train``, ``mucode.eval``, ``mucode.verifier``,
 ``mucode.integrations``) export functions and know nothing of the command line. Command modules
 import torch, transformers and the service's dependencies inside the commands, so ``mucode --help``
-stays fast.
+stays fast; and ``main`` registers only the module of a lean command (``mucode verify``, ``mucode
+serve``), so scoring a file does not import the trainer's configuration or the evaluators.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import sys
+from types import ModuleType
 from typing import Annotated
 
 import typer
 
 from mucode import logs
-from mucode.cli import config, serve, study, train, verl
-from mucode.cli import eval as evaluate
-from mucode.cli.options import OneLineUsageErrors
+from mucode.cli.usage import OneLineUsageErrors
 
 __all__ = ["app", "get_app", "main"]
 
@@ -33,7 +35,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"mucode {config.version_of('mucode')}")
+        typer.echo(f"mucode {importlib.metadata.version('mucode')}")
         raise typer.Exit()
 
 
@@ -63,18 +65,56 @@ def _main(
     logs.configure(level)
 
 
-_registered = False
+_MODULES = ("train", "eval", "serve", "verl", "config", "study")
+"""The command modules, in the order their commands are listed by ``mucode --help``."""
+_LEAN = {"serve": "serve", "verify": "serve"}
+"""Commands run with only their own module registered (``main``): ``mucode verify`` on a math file
+should not pay for the trainer's and the evaluators' imports (a third of a CPU-second)."""
+_registered: list[str] = []
+
+
+def _module(name: str) -> ModuleType:
+    """A command module, imported when its commands are registered (see ``_LEAN``)."""
+    if name == "train":
+        from mucode.cli import train  # lazy: command
+
+        return train
+    if name == "eval":
+        from mucode.cli import eval as evaluate  # lazy: command
+
+        return evaluate
+    if name == "serve":
+        from mucode.cli import serve  # lazy: command
+
+        return serve
+    if name == "verl":
+        from mucode.cli import verl  # lazy: command
+
+        return verl
+    if name == "config":
+        from mucode.cli import config  # lazy: command
+
+        return config
+    from mucode.cli import study  # lazy: command
+
+    return study
+
+
+def _register(names: tuple[str, ...]) -> typer.Typer:
+    for name in names:
+        if name not in _registered:
+            _module(name).register(app)
+            _registered.append(name)
+    return app
 
 
 def get_app() -> typer.Typer:
     """The full CLI (every command registered once)."""
-    global _registered
-    if not _registered:
-        for module in (train, evaluate, serve, verl, config, study):
-            module.register(app)
-        _registered = True
-    return app
+    return _register(_MODULES)
 
 
 def main() -> None:
-    get_app()()
+    """``mucode``: a lean command (``_LEAN``, named first) loads its own module only; anything else
+    (``mucode --help``, a global option first, any other command) the full CLI."""
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    (_register((_LEAN[command],)) if command in _LEAN else get_app())()

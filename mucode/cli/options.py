@@ -7,31 +7,16 @@ fix through :mod:`mucode.cli.errors`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 import yaml
-from typer.core import TyperGroup
 
+from mucode.cli.usage import OneLineUsageErrors
 from mucode.config import ConfigError, MucodeConfig, load_config, preset_names
 from mucode.train.plan import batch_plan
 
 __all__ = ["ConfigOption", "OneLineUsageErrors", "OverridesArg", "format_config", "resolve_config"]
-
-
-class OneLineUsageErrors(TyperGroup):
-    """Usage mistakes (unknown command or option, a missing argument, a value of the wrong type) as one
-    line naming the command's --help, exit code 2, instead of click's boxed usage text."""
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except typer.TyperException as err:  # typer's (vendored click's) UsageError and subclasses
-            if getattr(err, "exit_code", None) != 2 or not hasattr(err, "format_message"):
-                raise
-            where = getattr(getattr(err, "ctx", None), "command_path", None) or "mucode"
-            typer.echo(f"error: {' '.join(err.format_message().split())} — see `{where} --help`", err=True)
-            raise typer.Exit(2) from None
 
 
 ConfigOption = Annotated[
