@@ -46,6 +46,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +186,8 @@ class JudgePool:
         self._slots: asyncio.Semaphore | None = None
         self.calls = 0
         self.kills = 0
+        weakref.finalize(self, _stop_all, self._idle)  # a pool never closed (a module's own, one
+        # dropped): its idle workers are stopped when it is collected or the interpreter exits
 
     def _spawn(self) -> _Worker:
         """A fresh worker: a plain ``python -c`` (not multiprocessing's spawn, which re-imports the
@@ -274,9 +277,14 @@ class JudgePool:
     def close(self) -> None:
         """Stops every worker (idempotent; a later call starts new ones)."""
         with self._lock:
-            idle, self._idle = self._idle, []
-        for worker in idle:
-            worker.kill()
+            idle = list(self._idle)
+            self._idle.clear()
+        _stop_all(idle)
+
+
+def _stop_all(workers: list[_Worker]) -> None:
+    for worker in workers:
+        worker.kill()
 
 
 def cpu_count() -> int:

@@ -6,8 +6,11 @@ both backends (each followed by a correct program), the host's frame cap, and th
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import struct
+import subprocess
+import sys
 import time
 
 import pytest
@@ -208,3 +211,29 @@ def test_large_outputs_judge_right_through_a_backend(sb: Handle) -> None:
     wrong = sb.judge(CodeJob(program, TestSpec("stdio", inputs, [*outputs[:2], outputs[0]])))
     assert wrong.verdict is Status.wrong_answer, wrong
     assert [t.verdict for t in wrong.tests] == [Status.correct, Status.correct, Status.wrong_answer]
+
+
+def test_a_pool_never_closed_stops_its_workers() -> None:
+    """The evalplus sanitizer's pool is a module's own and is never closed: its workers must not outlive
+    the pool (dropped and collected, or at the interpreter's exit), nor warn as still running there."""
+    probe = (
+        "import asyncio, gc, os\n"
+        "from mucode.sandbox.judging import JudgePool\n"
+        "dropped, kept = JudgePool(1), JudgePool(1)\n"
+        "for pool in (dropped, kept):\n"
+        "    assert asyncio.run(pool.call('json', 'loads', '[1]')) == [1]\n"
+        "print(dropped._idle[0].process.pid, kept._idle[0].process.pid, flush=True)\n"
+        "pid = dropped._idle[0].process.pid\n"
+        "del dropped, pool\n"
+        "gc.collect()\n"
+        "print(os.path.exists(f'/proc/{pid}'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert second == "False", "a dropped pool's worker still runs"
+    kept_pid = int(first.split()[1])
+    assert not os.path.exists(f"/proc/{kept_pid}"), "a worker outlived the interpreter"
+    assert "ResourceWarning" not in done.stderr, done.stderr
