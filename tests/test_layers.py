@@ -308,7 +308,7 @@ def test_function_level_imports_guard_a_named_heavy_dependency() -> None:
             match = LAZY.search(imp.text)
             named = {n.strip() for n in match.group(1).split(",")} if match else set()
             if named == {"command"} and module == "mucode.cli.app" and imp.target.startswith("mucode.cli."):
-                continue  # the app imports a command module when it registers it (``_LEAN``)
+                continue  # the app imports a command module when it registers it (``main``)
             reached = heavy_reached(imp.target)
             if not named:
                 problems.append(f"{imp.where()}: `{imp.text.strip()}` inside a function needs `# lazy: DEP` "

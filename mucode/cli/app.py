@@ -4,8 +4,8 @@ Each command module of this package (``train``, ``eval``, ``serve``, ``verl``, `
 commands with ``register(app)``; the areas (``mucode.train``, ``mucode.eval``, ``mucode.verifier``,
 ``mucode.integrations``) export functions and know nothing of the command line. Command modules
 import torch, transformers and the service's dependencies inside the commands, so ``mucode --help``
-stays fast; and ``main`` registers only the module of a lean command (``mucode verify``, ``mucode
-serve``), so scoring a file does not import the trainer's configuration or the evaluators.
+stays fast; and ``main`` registers only ``serve``'s module for ``mucode verify`` and ``mucode serve``,
+so scoring a file does not import the trainer's configuration or the evaluators.
 """
 
 from __future__ import annotations
@@ -65,56 +65,32 @@ def _main(
     logs.configure(level)
 
 
-_MODULES = ("train", "eval", "serve", "verl", "config", "study")
-"""The command modules, in the order their commands are listed by ``mucode --help``."""
-_LEAN = {"serve": "serve", "verify": "serve"}
-"""Commands run with only their own module registered (``main``): ``mucode verify`` on a math file
-should not pay for the trainer's and the evaluators' imports (a third of a CPU-second)."""
-_registered: list[str] = []
+_registered: set[str] = set()
 
 
-def _module(name: str) -> ModuleType:
-    """A command module, imported when its commands are registered (see ``_LEAN``)."""
-    if name == "train":
-        from mucode.cli import train  # lazy: command
-
-        return train
-    if name == "eval":
-        from mucode.cli import eval as evaluate  # lazy: command
-
-        return evaluate
-    if name == "serve":
-        from mucode.cli import serve  # lazy: command
-
-        return serve
-    if name == "verl":
-        from mucode.cli import verl  # lazy: command
-
-        return verl
-    if name == "config":
-        from mucode.cli import config  # lazy: command
-
-        return config
-    from mucode.cli import study  # lazy: command
-
-    return study
-
-
-def _register(names: tuple[str, ...]) -> typer.Typer:
-    for name in names:
-        if name not in _registered:
-            _module(name).register(app)
-            _registered.append(name)
+def _register(*modules: ModuleType) -> typer.Typer:
+    for module in modules:
+        if module.__name__ not in _registered:
+            module.register(app)
+            _registered.add(module.__name__)
     return app
 
 
 def get_app() -> typer.Typer:
     """The full CLI (every command registered once)."""
-    return _register(_MODULES)
+    from mucode.cli import config, serve, study, train, verl  # lazy: command
+    from mucode.cli import eval as evaluate  # lazy: command
+
+    return _register(train, evaluate, serve, verl, config, study)
 
 
 def main() -> None:
-    """``mucode``: a lean command (``_LEAN``, named first) loads its own module only; anything else
-    (``mucode --help``, a global option first, any other command) the full CLI."""
-    command = sys.argv[1] if len(sys.argv) > 1 else ""
-    (_register((_LEAN[command],)) if command in _LEAN else get_app())()
+    """``mucode``: ``serve`` and ``verify``, named first, load their own module only (scoring a file
+    should not pay a third of a CPU-second for the trainer's config and the evaluators); anything else
+    (``mucode --help``, a global option first, any other command) gets the full CLI."""
+    if sys.argv[1:2] in (["serve"], ["verify"]):
+        from mucode.cli import serve  # lazy: command
+
+        _register(serve)()
+    else:
+        get_app()()
