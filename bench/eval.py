@@ -1,6 +1,6 @@
 """Evaluator throughput at real size, next to the upstream graders on the same samples.
 
-    python bench/eval.py [--lcb-mb 12] [--samples 8] [--plus-inputs 1000] [--workers 2]
+    python bench/eval.py [--lcb-mb 12] [--lcb-values 60000] [--samples 8] [--plus-inputs 1000] [--workers 2]
                          [--backend local|docker] [--image IMAGE] [--slots 2] [--rounds 1]
 
 Rows (samples scored per second, wall clock):
@@ -53,8 +53,9 @@ CLAMP_OK = "def clamp_sum(xs, hi):\n    return sum(x if x < hi else hi for x in 
 CLAMP_WRONG = "def clamp_sum(xs, hi):\n    return max(0, sum(min(x, hi) for x in xs))"
 
 
-def lcb_problem(directory: Path, megabytes: float) -> list[dict[str, str]]:
-    """Write a release file with one big stdin problem; returns its tests (public + private)."""
+def lcb_problem(directory: Path, megabytes: float, per_test: int = 60_000) -> list[dict[str, str]]:
+    """Write a release file with one stdin problem (``per_test`` integers a test, ``megabytes`` of tests);
+    returns its tests (public + private)."""
     import base64
     import pickle
     import zlib
@@ -63,7 +64,7 @@ def lcb_problem(directory: Path, megabytes: float) -> list[dict[str, str]]:
     tests: list[dict[str, str]] = []
     size = 0
     while size < megabytes * 1e6:
-        values = [rng.randrange(-(10**9), 10**9) for _ in range(60_000)]
+        values = [rng.randrange(-(10**9), 10**9) for _ in range(per_test)]
         tests.append({"input": f"{len(values)}\n{' '.join(map(str, values))}\n", "output": f"{sum(values)}\n", "testtype": "stdin"})  # fmt: skip  # noqa: E501
         size += len(tests[-1]["input"])
     public = [{"input": "2\n1 2\n", "output": "3\n", "testtype": "stdin"}]
@@ -284,6 +285,12 @@ def _mb(peak: float | None) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lcb-mb", type=float, default=12.0)
+    ap.add_argument(
+        "--lcb-values",
+        type=int,
+        default=60_000,
+        help="integers in each LiveCodeBench test (~0.6 MB a test by default; 100: an ordinary ~1 KB test)",
+    )
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--plus-inputs", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=2, help="processes of the upstream graders")
@@ -313,7 +320,7 @@ def main() -> None:
     )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        tests = lcb_problem(Path(tmp) / "lcb", args.lcb_mb)
+        tests = lcb_problem(Path(tmp) / "lcb", args.lcb_mb, args.lcb_values)
         plus = Path(tmp) / "HumanEvalPlus.jsonl"
         evalplus_task(plus, args.plus_inputs)
         from mucode.eval.evalplus.evaluate import load_evalplus
@@ -347,7 +354,7 @@ def main() -> None:
                 if args.client_memory
                 else None
             )
-            rows.append((f"LiveCodeBench, {args.lcb_mb:g} MB of tests", "mucode (sandbox, HTTP)", args.samples / wall,
+            rows.append((f"LiveCodeBench, {args.lcb_mb:g} MB of tests ({len(tests)})", "mucode (sandbox, HTTP)", args.samples / wall,
                          f"{entry['pass@1']:.3f}", _mb(peak)))  # fmt: skip
             report, wall, _ = mucode_evalplus(service.url, plus, args.samples)
             peak = mucode_evalplus(service.url, plus, args.samples, True)[2] if args.client_memory else None
