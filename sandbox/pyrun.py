@@ -7,11 +7,11 @@ an uncaught exception printed with its traceback and exit code 1, non-daemon thr
 atexit handlers run before exit. Differences from a fresh interpreter (documented limits): the
 executor's own modules stay importable/imported, so do the standard modules of ``PRELOADED`` (imported
 once before any fork: LiveCodeBench's import header needs them in every test; ``random`` reseeds
-itself in each fork), and the interpreter's start-up state (hash seed, recursion depth) is the
-executor's. Python's int-to-str digit limit is raised to 50,000 (as
-LiveCodeBench's grader does), and the interpreter's site-packages dirs (Debian's python3-numpy,
--scipy, -sortedcontainers, -networkx in the image and on the host) are importable although the
-executor runs with ``-S``.
+itself in each fork) and the rest of that header's (the zygote runs it once: lcbrun.py), and the
+interpreter's start-up state (hash seed, recursion depth) is the executor's. Python's int-to-str
+digit limit is raised to 50,000 (as LiveCodeBench's grader does), and the interpreter's
+site-packages dirs (Debian's python3-numpy, -scipy, -sortedcontainers, -networkx in the image and on
+the host) are importable although the executor runs with ``-S``.
 
 Modes: ``stdio`` runs the program with the test input on stdin; ``call`` runs the program, then
 calls ``fn_name`` (a top-level function, or a method of ``Solution()``) with one JSON argument per

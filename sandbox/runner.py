@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 
 import cleanup
 import harness
+import lcbrun
 import pyrun
 import zygote
 from languages import LANGUAGES, Language
@@ -449,10 +450,11 @@ def program_env(run_dir: str, lang: Language) -> dict[str, str]:
 def zygote_setup(slot: Slot) -> None:
     """In the zygote, once: the environment of the slot's Python programs, so that their clones need
     not build it (a test process sets another one where it differs: a compile step, the harness),
-    and a warm interpreter (``pyrun.warm``)."""
+    a warm interpreter (``pyrun.warm``) and LiveCodeBench's import header executed (``lcbrun``)."""
     os.environ.clear()
     os.environ.update(program_env(slot.root, LANGUAGES["python"]))
     pyrun.warm()
+    lcbrun.prebuild()
 
 
 def _write_proc(path: str, data: bytes) -> None:

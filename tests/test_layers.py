@@ -56,7 +56,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "rewards": {"ground", "sandbox", "executor"},
     "verifier": {"ground", "rewards", "sandbox", "executor"},
     "config": {"ground", "algo", "data", "rollout"},
-    "eval": {"ground", "data", "assets", "rollout", "rewards", "verifier", "sandbox"},
+    "eval": {"ground", "data", "assets", "rollout", "rewards", "verifier", "sandbox", "executor"},
     "train": {
         "ground",
         "algo",

@@ -22,7 +22,7 @@ import pytest
 
 from mucode.eval.judge import Part, VerifierOptions, judge_parts
 from mucode.eval.livecodebench.data import LCBProblem, LCBTest
-from mucode.eval.livecodebench.evaluate import lcb_item
+from mucode.eval.livecodebench.evaluate import LCB_IMPORT_HEADER, lcb_item
 from mucode.eval.store import INFRA_STATUSES, RunStore
 
 REFERENCE = Path(__file__).resolve().parent / "lcb_reference.py"
@@ -41,6 +41,8 @@ class Case:
 
 
 ADD = [("1 2\n", "3\n"), ("10 -4\n", "6\n")]
+LINES = LCB_IMPORT_HEADER.count("\n")
+"""Lines of LiveCodeBench's import header before the program's own (line numbers count them)."""
 
 STDIO = [
     Case("plain", "a, b = map(int, input().split())\nprint(a + b)", ADD, True),
@@ -118,6 +120,12 @@ STDIO = [
     ),
     Case("header_stdout", "a, b = map(int, input().split())\nstdout.write(f'{a + b}\\n')", ADD, False),
     Case(
+        "header_stdout_flushed",
+        "a, b = map(int, input().split())\nstdout.write(f'{a + b}\\n')\nstdout.flush()",
+        ADD,
+        False,
+    ),
+    Case(
         "dunder_stdout",
         "import sys\na, b = map(int, input().split())\nprint(a + b, file=sys.__stdout__)",
         ADD,
@@ -183,6 +191,14 @@ STDIO = [
     ),
     Case("700_mib", "x = bytearray(700 * 2**20)\nprint(len(x) >> 20)", [("\n", "700\n")], True),
     Case("input_past_eof", "a = input()\nb = input()\nprint(3)", [("1 2\n", "3\n")], False),
+    # the header comes first: a __future__ import is too late, line numbers count the header's lines
+    Case(
+        "future_import",
+        "from __future__ import annotations\nprint(sum(map(int, input().split())))",
+        ADD,
+        False,
+    ),
+    Case("line_number", "import sys\nprint(sys._getframe().f_lineno)", [("\n", f"{LINES + 4}\n")], True),
 ]
 
 TWO = [("[2, 7, 11, 15]\n9", "[0, 1]"), ("[3, 2, 4]\n6", "[1, 2]")]
@@ -217,6 +233,21 @@ CALL = [
     Case("numpy_scalar", returning("np.int64(x) * 3", "import numpy as np\n"), [("2", "6")], True, "f"),
     Case("huge_int", returning("10 ** 5000"), [("1", BIG)], True, "f"),
     Case("top_level_function", "def f(x):\n    return x + 1\n", [("1", "2")], True, "f"),
+    Case(
+        "future_import",
+        "from __future__ import annotations\ndef f(x):\n    return x\n",
+        [("1", "1")],
+        False,
+        "f",
+    ),
+    Case("module_docstring", '"""doc"""\ndef f(x):\n    return __doc__\n', [("1", '""')], True, "f"),
+    Case(
+        "line_number",
+        "import sys\ndef f(x):\n    return sys._getframe().f_lineno\n",
+        [("1", str(LINES + 5))],
+        True,
+        "f",
+    ),
     Case(
         "solution_word_in_comment",
         "# no class Solution here\ndef f(x):\n    return x + 1\n",

@@ -152,7 +152,7 @@ def test_items_carry_all_tests_the_header_and_the_livecodebench_checker() -> Non
     sum_pairs, two_sum, _ = load_livecodebench("release_v2", source=LCB_DIR)
     item = lcb_item(two_sum, TWO_SUM_OK)
     assert repr(LCB_IMPORT_HEADER) in item["response"] and repr(TWO_SUM_OK) in item["response"]
-    assert "_FN_NAME = 'twoSum'" in item["response"]
+    assert "load_call(_CODE, _HEADER, 'twoSum', _LIMIT_S)" in item["response"]
     assert item["spec"]["tests"] == {
         "format": "call",
         "inputs": ["[2, 7, 11, 15]\n9", "[3, 2, 4]\n6", "[1, 5, 5]\n10"],

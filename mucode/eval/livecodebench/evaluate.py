@@ -8,7 +8,7 @@ through the verifier:
   `List[int]` resolve as they do there;
 - the sandbox program re-creates how LiveCodeBench's `run_test` runs the code (wrapped in a
   function for stdin problems, `SystemExit` as a normal end, patched stdin, int-to-str limit 50,000,
-  a 6 s wall-clock alarm per test; `mucode.eval.livecodebench.driver`);
+  a 6 s wall-clock alarm per test; the executor's `lcbrun`, called by `mucode.eval.livecodebench.driver`);
 - stdin problems compare stdout with LiveCodeBench's rule (stripped lines, equal line counts, a
   line equal as text or as a sequence of decimals); functional problems call `func_name` (a
   method of `Solution` when the code contains `class Solution`) with each input line as a JSON
@@ -42,22 +42,12 @@ from mucode.eval.core import (
 from mucode.eval.extract import last_fenced_block
 from mucode.eval.judge import Part, VerifierOptions, verifier_session
 from mucode.eval.livecodebench.data import LCBProblem, load_livecodebench
-from mucode.eval.livecodebench.driver import CALL_ENTRY, call_driver, stdio_driver
+from mucode.eval.livecodebench.driver import CALL_ENTRY, LCB_IMPORT_HEADER, call_driver, stdio_driver
 from mucode.eval.livecodebench.prompts import build_prompt, prompt_style_name
 from mucode.eval.protocols import LIVECODEBENCH_PROTOCOLS, Protocol
 
 __all__ = ["LCB_IMPORT_HEADER", "LiveCodeBenchTask", "evaluate_livecodebench", "lcb_item"]
 
-LCB_IMPORT_HEADER = (
-    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
-    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\n"
-    "from statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\n"
-    "from io import *\nfrom sys import *\nfrom json import *\nfrom builtins import *\nfrom typing import *\n"
-    "import string\nimport re\nimport datetime\nimport collections\nimport heapq\nimport bisect\nimport copy\n"
-    "import math\nimport random\nimport statistics\nimport itertools\nimport functools\nimport operator\n"
-    "import io\nimport sys\nimport json\nsys.setrecursionlimit(50000)\n"
-)
-"""LiveCodeBench's `import_string`, run before every program."""
 
 LCB_TIME_LIMIT_S = 6.0
 """LiveCodeBench's default per-test timeout."""
