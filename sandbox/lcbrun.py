@@ -190,21 +190,28 @@ def _load(text: str, header: str, behind_header: bool) -> types.ModuleType:
     return module
 
 
-def _unwrap_main_guard(code: str) -> str:
+def _unwrap_main_guard(code: str) -> tuple[str, ast.Module | None]:
+    """LiveCodeBench's code with a final `__main__` guard unwrapped, and its tree when that is the tree
+    parsed here (the code unchanged: LiveCodeBench parses it again, the same tree); else None."""
     try:
         tree = ast.parse(code)
+    except Exception:
+        return code, None
+    try:
         last = tree.body[-1]
         if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
-            code = ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)  # type: ignore[arg-type]
+            return ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body), None  # type: ignore[arg-type]
     except Exception:
         pass
-    return code
+    return code, tree
 
 
-def _as_function(code: str, header: str) -> tuple[str, bool]:
-    """LiveCodeBench's text for ``code``, and whether it is ``header`` followed by the code."""
+def _as_function(code: str, header: str, tree: ast.Module | None = None) -> tuple[str, bool]:
+    """LiveCodeBench's text for ``code`` (``tree``: its parse, when known), and whether it is ``header``
+    followed by the code."""
     try:
-        tree = ast.parse(code)
+        if tree is None:
+            tree = ast.parse(code)
         imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
         others = [s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
         fn = ast.FunctionDef(
@@ -217,6 +224,16 @@ def _as_function(code: str, header: str) -> tuple[str, bool]:
         return header + "\n" + ast.unparse(imports) + "\n" + ast.unparse(fn), True  # type: ignore[arg-type]
     except Exception:
         return code, False
+
+
+def _text_file(data: str) -> io.StringIO:
+    """``io.StringIO(data)``, made by writing ``data`` to an empty one: it then holds ``data`` itself until
+    a line is read, where ``StringIO(data)`` copies it at 4 bytes a character (2.4 MB of fresh pages for
+    a 600 KB input; `read()` then makes another copy). The same object to the program either way."""
+    text = io.StringIO()
+    text.write(data)
+    text.seek(0)
+    return text
 
 
 def stdio(code: str, header: str, limit_s: float) -> None:
@@ -233,15 +250,16 @@ def stdio(code: str, header: str, limit_s: float) -> None:
     sys.stdout = sys.__stdout__ = console  # type: ignore[misc,assignment]
     try:
         _arm(limit_s)
-        text, behind = _as_function(_unwrap_main_guard(code), header)
+        unwrapped, tree = _unwrap_main_guard(code)
+        text, behind = _as_function(unwrapped, header, tree)
         module = _load(text, header, behind)
         _disarm()
         method = module.wrapped_function
         saved = sys.stdin, builtins.open
         _arm(limit_s)
         sys.stdout = captured
-        sys.stdin = io.StringIO(data)
-        builtins.open = lambda *args, **kwargs: io.StringIO(data)  # type: ignore[assignment]
+        sys.stdin = _text_file(data)
+        builtins.open = lambda *args, **kwargs: _text_file(data)  # type: ignore[assignment]
         try:
             method()
         except SystemExit:

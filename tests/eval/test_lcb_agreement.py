@@ -191,6 +191,19 @@ STDIO = [
     ),
     Case("700_mib", "x = bytearray(700 * 2**20)\nprint(len(x) >> 20)", [("\n", "700\n")], True),
     Case("input_past_eof", "a = input()\nb = input()\nprint(3)", [("1 2\n", "3\n")], False),
+    # stdin is built so that it holds the input itself until a line is read: mixed reads see it all
+    Case(
+        "readline_then_read",
+        "import sys\nn = int(sys.stdin.readline())\nprint(n + sum(map(int, sys.stdin.read().split())))",
+        [("2\n3 4\n", "9\n")],
+        True,
+    ),
+    Case(
+        "read_seek_lines",
+        "import sys\na = sys.stdin.read()\nsys.stdin.seek(0)\nprint(len(a), len(list(sys.stdin)), sys.stdin.tell())",
+        [("1 2\n3\n", "6 2 6\n")],
+        True,
+    ),
     # the header comes first: a __future__ import is too late, line numbers count the header's lines
     Case(
         "future_import",
