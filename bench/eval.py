@@ -141,7 +141,9 @@ real = sys.stdin, sys.stdout
 
 
 def in_process(code, text):
-    sys.stdin, sys.stdout = io.StringIO(text), io.StringIO()
+    sys.stdin, sys.stdout = io.StringIO(), io.StringIO()
+    sys.stdin.write(text)  # written, not StringIO(text): no 4-byte-a-character copy of the input
+    sys.stdin.seek(0)
     exec(code, {"__name__": "__main__"})
     out = sys.stdout.getvalue()
     sys.stdin, sys.stdout = real
@@ -354,8 +356,10 @@ def main() -> None:
                 if args.client_memory
                 else None
             )
-            rows.append((f"LiveCodeBench, {args.lcb_mb:g} MB of tests ({len(tests)})", "mucode (sandbox, HTTP)", args.samples / wall,
-                         f"{entry['pass@1']:.3f}", _mb(peak)))  # fmt: skip
+            problem = f"LiveCodeBench, {args.lcb_mb:g} MB of tests ({len(tests)})"
+            rows.append(
+                (problem, "mucode (sandbox, HTTP)", args.samples / wall, f"{entry['pass@1']:.3f}", _mb(peak))
+            )
             report, wall, _ = mucode_evalplus(service.url, plus, args.samples)
             peak = mucode_evalplus(service.url, plus, args.samples, True)[2] if args.client_memory else None
             rows.append((f"EvalPlus, {args.plus_inputs} plus inputs", "mucode (sandbox, HTTP)", args.samples / wall,
