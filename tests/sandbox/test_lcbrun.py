@@ -13,8 +13,11 @@ import subprocess
 import sys
 
 from mucode.sandbox.executor import EXECUTOR_DIR
+from sandbox_helpers import Handle
 
 from mucode.eval.livecodebench.driver import LCB_IMPORT_HEADER, stdio_driver
+from mucode.protocol import Status
+from mucode.sandbox.types import CodeJob, TestSpec
 
 TAKE = r"""
 import io, json, sys, types
@@ -74,3 +77,11 @@ def test_a_program_uses_the_sandboxs_runner_only_when_it_is_this_source() -> Non
             timeout=60,
         )
         assert (done.returncode, done.stdout, done.stderr[-200:]) == (0, "9\n", expected), name
+
+
+def test_both_sandboxes_run_livecodebench_programs_on_the_prebuilt_header(sb: Handle) -> None:
+    """In the sandbox (the image's executor, or the local jail's), a LiveCodeBench program takes the
+    module its zygote prebuilt: not this source's text run again, nor a header executed per test."""
+    program = stdio_driver(CODE, LCB_IMPORT_HEADER, 6.0) + WHICH
+    result = sb.judge(CodeJob(program, TestSpec("stdio", ["2\n3 4\n"] * 3, ["9\n"] * 3)))
+    assert [(t.verdict, t.stderr) for t in result.tests] == [(Status.correct, "prebuilt")] * 3
