@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from mucode.sandbox.executor import EXECUTOR_DIR
 from sandbox_helpers import Handle
@@ -85,3 +86,20 @@ def test_both_sandboxes_run_livecodebench_programs_on_the_prebuilt_header(sb: Ha
     program = stdio_driver(CODE, LCB_IMPORT_HEADER, 6.0) + WHICH
     result = sb.judge(CodeJob(program, TestSpec("stdio", ["2\n3 4\n"] * 3, ["9\n"] * 3)))
     assert [(t.verdict, t.stderr) for t in result.tests] == [(Status.correct, "prebuilt")] * 3
+
+
+def test_a_header_that_cannot_be_prebuilt_costs_speed_not_the_zygote(tmp_path: Path) -> None:
+    """A zygote whose prebuild fails still serves (its programs run the header themselves) and says
+    why once; it must not die, or every test of its handler would end as a sandbox error."""
+    script = (
+        f"import sys\nsys.path.insert(0, {str(EXECUTOR_DIR)!r})\nimport lcbrun, runner\n"
+        "def fail(header=lcbrun.HEADER):\n    raise ImportError('no statistics here')\n"
+        "lcbrun.prebuild = fail\n"
+        f"runner.zygote_setup(runner.Slot(0, 0, {str(tmp_path)!r}))\n"
+        "print(lcbrun._take(lcbrun.HEADER) is None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr[-2000:]
+    assert "LiveCodeBench's import header not prebuilt: ImportError('no statistics here')" in done.stderr
