@@ -14,7 +14,8 @@ from typing import Annotated
 import typer
 import yaml
 
-from mucode.cli.options import ConfigOption, OneLineUsageErrors, OverridesArg, format_config, resolve_config
+from mucode.cli.options import ConfigOption, OverridesArg, format_config, resolve_config
+from mucode.cli.usage import OneLineUsageErrors
 from mucode.config import MucodeConfig, objective_param_keys
 from mucode.config_methods import component_param_keys
 

@@ -40,7 +40,7 @@ from mucode.cli.eval_options import (
     shared_head,
     shared_tail,
 )
-from mucode.cli.options import OneLineUsageErrors
+from mucode.cli.usage import OneLineUsageErrors
 from mucode.eval.benchmarks import BENCHMARKS, Benchmark, get_protocol
 from mucode.eval.core import EngineSource
 from mucode.eval.judge import VerifierOptions

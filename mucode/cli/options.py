@@ -1,7 +1,7 @@
-"""What the commands share: the usage-error class, the config options, config loading and printing.
+"""What the commands share: the config options, config loading and printing.
 
 A user's mistake is one line on stderr and exit code 2, never a traceback: usage mistakes through
-:class:`OneLineUsageErrors`, invalid configs through :func:`resolve_config`, everything else a user can
+:class:`mucode.cli.usage.OneLineUsageErrors`, invalid configs through :func:`resolve_config`, everything else a user can
 fix through :mod:`mucode.cli.errors`.
 """
 
@@ -12,11 +12,10 @@ from typing import Annotated
 import typer
 import yaml
 
-from mucode.cli.usage import OneLineUsageErrors
 from mucode.config import ConfigError, MucodeConfig, load_config, preset_names
 from mucode.train.plan import batch_plan
 
-__all__ = ["ConfigOption", "OneLineUsageErrors", "OverridesArg", "format_config", "resolve_config"]
+__all__ = ["ConfigOption", "OverridesArg", "format_config", "resolve_config"]
 
 
 ConfigOption = Annotated[
