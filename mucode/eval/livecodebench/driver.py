@@ -16,7 +16,7 @@ lines that hand the sample's code to it:
 from __future__ import annotations
 
 import base64
-import hashlib
+import functools
 import zlib
 from pathlib import Path
 
@@ -30,11 +30,12 @@ CALL_ENTRY = "_mucode_lcb_call"
 LCB_IMPORT_HEADER = lcbrun.HEADER
 """LiveCodeBench's `import_string`, run before every program."""
 
-_SOURCE = Path(lcbrun.__file__).read_bytes()
-_SHA256 = hashlib.sha256(_SOURCE).hexdigest()
-_PACKED = base64.b85encode(zlib.compress(_SOURCE, 9)).decode("ascii")
-"""The source as the program carries it: a third of its size, so compiling the program (which every
-test does, whichever branch runs) costs less."""
+
+@functools.cache
+def _packed_source() -> str:
+    """`lcbrun`'s source as the program carries it: a third of its size, so compiling the program (which
+    every test does, whichever branch runs) costs less. Read once, at the first item."""
+    return base64.b85encode(zlib.compress(Path(lcbrun.__file__).read_bytes(), 9)).decode("ascii")
 
 
 def _program(code: str, header: str, time_limit_s: float, run: str) -> str:
@@ -42,10 +43,10 @@ def _program(code: str, header: str, time_limit_s: float, run: str) -> str:
         f"_CODE = {code!r}\n_HEADER = {header!r}\n_LIMIT_S = {float(time_limit_s)!r}\n"
         "import sys\n"
         "_run = sys.modules.get('lcbrun')\n"
-        f"if getattr(_run, 'SOURCE_SHA256', None) != {_SHA256!r}:  # not this version's: run its text\n"
+        f"if getattr(_run, 'SOURCE_SHA256', None) != {lcbrun.SOURCE_SHA256!r}:  # not this version's\n"
         "    import base64, types, zlib\n"
         "    _run = types.ModuleType('lcbrun')\n"
-        f"    exec(zlib.decompress(base64.b85decode({_PACKED!r})).decode(), _run.__dict__)\n"
+        f"    exec(zlib.decompress(base64.b85decode({_packed_source()!r})).decode(), _run.__dict__)\n"
         f"{run}\n"
     )
 
