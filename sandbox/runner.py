@@ -345,12 +345,9 @@ def _set_limits(lim: Limits, lang: Language) -> None:
         resource.setrlimit(res, value)
 
 
-def _ctl(event: dict[str, Any]) -> None:
-    os.write(CTL_FD, (json.dumps(event) + "\n").encode())
-
-
 _READY = (json.dumps({"ev": "ready"}) + "\n").encode()
-"""``_ctl({"ev": "ready"})``, encoded once: a clone that runs json's encoder for it copies ~30 pages."""
+"""The ready event of the control pipe, encoded once: a clone that ran json's encoder for it would copy
+~30 pages."""
 _ZYGOTE_ENV: dict[str, str] = {}
 """The environment ``zygote_setup`` gave the zygote (so every clone starts with it)."""
 
