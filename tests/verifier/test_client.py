@@ -310,9 +310,12 @@ def test_items_with_infrastructure_status_are_resent_alone() -> None:
 
     from mucode.verifier.local import local_verifier
 
-    # item_timeout_s below the math limit: the slow item comes back verifier_error (infrastructure).
+    # item_timeout_s far below the math limit: the slow item comes back verifier_error (infrastructure)
+    # on every try. The tries share the first one's verification (each answer verified once), so a math
+    # limit within reach of the third try (it was 1 s: 3 x 0.3 s plus back-off) let a loaded run see
+    # that verification end as time_limit instead.
     with local_verifier(
-        "local", programs=["math"], run_code=False, math_workers=2, math_timeout_s=1.0, item_timeout_s=0.3
+        "local", programs=["math"], run_code=False, math_workers=2, math_timeout_s=20.0, item_timeout_s=0.3
     ) as url:
         with VerifierSession(url, retries=2, backoff_s=0.01) as session:
             items = [
