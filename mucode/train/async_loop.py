@@ -232,9 +232,6 @@ class AsyncTrainer:
         run.output.log_update(
             {"stage": state.stage, "update": u + 1, "update_in_stage": state.update_in_stage, **metrics}
         )
-        if state.global_update % self.a.sync_every == 0:
-            run.checkpoint()  # before the publish: a published version is always a resumable one
-            self._publish()
         if run.evaluator.due(state.global_update):
             run.evaluator.run(
                 run.model,
@@ -246,6 +243,9 @@ class AsyncTrainer:
                 eval_so_far=state.times.get("time/eval", 0.0) + run.evaluator.seconds,
             )
         self.on_update(state)
+        if state.global_update % self.a.sync_every == 0:  # after the evaluations: see loop.optimize
+            run.checkpoint()  # before the publish: a published version is always a resumable one
+            self._publish()
         return metrics
 
     def _end_stage(self, clock: StageClock, rewards: list[float]) -> None:

@@ -58,6 +58,9 @@ class TrainerState:
     """Accumulated wall-clock seconds per phase (``time/rollout`` …) over the run so far."""
     stage_times: list[dict[str, float]] = field(default_factory=list)
     """Per finished stage: its phase times and counts, for the summary table."""
+    best: dict[str, Any] | None = None
+    """The best evaluation so far (what ``best.json`` held when this state was saved); a resume
+    restores it, so an evaluation logged after the checkpoint it resumes from is forgotten."""
 
 
 @dataclass

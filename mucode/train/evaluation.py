@@ -180,7 +180,11 @@ class EvalSettings:
 class Evaluator:
     """Runs the evaluations of one training invocation and keeps their bookkeeping."""
 
-    def __init__(self, settings: EvalSettings, run_dir: Path, info: DistInfo) -> None:
+    def __init__(
+        self, settings: EvalSettings, run_dir: Path, info: DistInfo, best: dict[str, Any] | None = None
+    ) -> None:
+        """``best``: the resumed checkpoint's (``TrainerState.best``); ``best.json`` and ``policy/best``
+        are set back to it (rank 0)."""
         self.settings = settings
         self.run_dir = run_dir
         self.info = info
@@ -188,8 +192,25 @@ class Evaluator:
         """Time spent evaluating in this invocation."""
         self.plan = _plan(settings.eval.benchmarks, settings.options)
         """(kind, protocol, names) per benchmark kind: each samples with its own protocol."""
-        best = run_dir / "best.json"
-        self.best: dict[str, Any] | None = json.loads(best.read_text()) if best.exists() else None
+        self.best = best
+        if info.is_main:
+            self._mark_best()
+
+    def _mark_best(self) -> None:
+        """``best.json`` and the ``policy/best`` link as ``self.best`` says (neither when it is None)."""
+        path, link = self.run_dir / "best.json", self.run_dir / "policy" / "best"
+        if self.best is None:
+            path.unlink(missing_ok=True)
+            if link.is_symlink():
+                link.unlink()
+            return
+        _write_json(path, self.best)
+        tmp = link.with_name("best.tmp")
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(f"update-{self.best['update']:07d}", tmp)
+        os.replace(tmp, link)
 
     def due(self, update: int) -> bool:
         every = self.settings.every
@@ -306,13 +327,7 @@ class Evaluator:
                 **times,
                 "metrics": metrics,
             }
-            _write_json(self.run_dir / "best.json", self.best)
-            link = self.run_dir / "policy" / "best"
-            tmp = link.with_name("best.tmp")
-            if tmp.is_symlink() or tmp.exists():
-                tmp.unlink()
-            os.symlink(f"update-{update:07d}", tmp)
-            os.replace(tmp, link)
+            self._mark_best()
         if logger is not None:
             logger.log_event(
                 "eval", {**metrics, "update": update, "eval/score": value, "eval/is_best": is_best, **times}

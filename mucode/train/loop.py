@@ -200,11 +200,6 @@ def optimize(
             veto=f"{metrics.get('stale/veto_token_frac', 0.0):.4f}",
             refresh=False,
         )
-        if (
-            state.global_update % run.cfg.train.checkpoint_every == 0
-            and state.update_in_stage < b.updates_per_stage
-        ):
-            run.checkpoint()  # the stage-end checkpoint is the hand-over's
         if run.evaluator.due(state.global_update):
             run.evaluator.run(
                 run.model,
@@ -216,6 +211,11 @@ def optimize(
                 eval_so_far=state.times.get("time/eval", 0.0) + run.evaluator.seconds - eval_before,
             )
         on_update(state)
+        if (
+            state.global_update % run.cfg.train.checkpoint_every == 0
+            and state.update_in_stage < b.updates_per_stage
+        ):  # after the update's evaluations: a checkpoint at N holds everything logged at N
+            run.checkpoint()  # the stage-end checkpoint is the hand-over's
     bar.close()
     if remaining > 0 and state.update_in_stage != b.updates_per_stage:
         raise RuntimeError(

@@ -94,6 +94,7 @@ class TrainingRun:
 
     def checkpoint(self) -> None:
         """Save a checkpoint of the current state (a collective: every rank calls it; rank 0 writes)."""
+        self.state.best = self.evaluator.best
         model_state = full_state_dict(self.model)
         optim_state = optimizer_state(self.model, self.optimizer)
         self.output.save_checkpoint(self.state, model_state, optim_state)
@@ -198,7 +199,7 @@ def prepare_run(
             RolloutSections.from_config(cfg), info, model, optimizer, tokenizer, engine_factory=engine_factory
         ),
         evaluator=Evaluator(
-            EvalSettings.from_config(cfg), run_dir, info
+            EvalSettings.from_config(cfg), run_dir, info, best=state.best if resume else None
         ),  # every train.eval_every updates; keeps policies, marks the best
     )
     output.open_metrics(

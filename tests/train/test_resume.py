@@ -122,3 +122,67 @@ def test_killed_run_resumes_to_the_same_weights_without_regenerating(
     assert moved > 1e-4  # training changed the weights, so equality below is not trivial
     for name in ref:
         torch.testing.assert_close(got[name], ref[name], rtol=1e-5, atol=1e-6)
+
+
+KILL_IN_HOOK = """
+import json, os, signal, sys
+from pathlib import Path
+from mucode.config import load_config
+from mucode.train.loop import run_training
+
+run_dir = Path(sys.argv[2])
+seen = run_dir.parent / (run_dir.name + "-hook.jsonl")
+
+def hook(state):
+    u = state.global_update
+    events = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    with seen.open("a") as f:  # at this update: is its checkpoint already there, is its eval logged
+        f.write(json.dumps({"update": u,
+                            "checkpoint": (run_dir / "checkpoints" / f"update-{u:08d}").exists(),
+                            "eval": [e["update"] for e in events if e.get("event") == "eval"]}) + "\\n")
+    if u == int(sys.argv[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+run_training(load_config(None, sys.argv[3:]), on_update=hook)
+"""
+"""A training process that records what is on disk at each update hook and SIGKILLs itself in the hook
+of update ``argv[1]``: after that update's evaluation was logged, before its checkpoint."""
+
+
+def test_a_checkpoint_holds_every_evaluation_of_its_update_and_a_resume_redoes_a_lost_one(
+    small_policy: Path, plugins_on_path: Path, tmp_path: Path
+) -> None:
+    from mucode.eval.data import MATH_DATA_DIR
+
+    data = write_tasks(tmp_path / "tasks.jsonl", "parity")
+    run_dir = tmp_path / "run"
+    args = run_overrides(small_policy, data, run_dir, batch__updates_per_stage=6, batch__num_stages=1,
+                         train__eval_every=2, train__checkpoint_every=2)  # fmt: skip
+    args += ["eval.benchmarks=[math500]", f"eval.data_dir={MATH_DATA_DIR}", "eval.limit=1",
+             "eval.samples_per_problem=1"]  # fmt: skip
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_IN_HOOK, "4", str(run_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-3000:]
+    seen = [json.loads(x) for x in (tmp_path / "run-hook.jsonl").read_text().splitlines()]
+    # A hook runs after its update's evaluation and before its checkpoint: a checkpoint at N is only
+    # written once everything due at N is logged, so a kill can never leave a checkpoint without them.
+    assert [(s["update"], s["checkpoint"], s["update"] in s["eval"]) for s in seen] == [
+        (1, False, False), (2, False, True), (3, False, False), (4, False, True)
+    ]  # fmt: skip
+    assert (run_dir / "checkpoints" / "latest").read_text() == "update-00000002"
+    # The killed run's best may be update 4's; the resumed run forgets it with the rest of update 4.
+    (run_dir / "best.json").write_text(json.dumps({"update": 4, "score": 2.0}))
+
+    done = subprocess.run(_cli([*args, "--resume"]), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming at stage 0, update 2/6 (global 2)" in done.stdout
+    events = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [e for e in events if e.get("event") == "eval"]
+    assert [e["update"] for e in evals] == [2, 4, 6]  # update 4's evaluation is redone, and logged once
+    best = json.loads((run_dir / "best.json").read_text())
+    assert best["update"] == max(e["update"] for e in evals if e["eval/is_best"])  # not the forged 4
+    assert os.readlink(run_dir / "policy" / "best") == f"update-{best['update']:07d}"
