@@ -45,6 +45,7 @@ from mucode.eval.benchmarks import protocols_for
 from mucode.eval.judge import VerifierOptions
 from mucode.protocol import Connection
 from mucode.seeds import SeedPurpose, derive_seed
+from mucode.train.checkpoint import TrainerState
 from mucode.train.distributed import DistInfo, barrier, full_state_dict, unwrap
 
 __all__ = [
@@ -181,10 +182,12 @@ class Evaluator:
     """Runs the evaluations of one training invocation and keeps their bookkeeping."""
 
     def __init__(
-        self, settings: EvalSettings, run_dir: Path, info: DistInfo, best: dict[str, Any] | None = None
+        self, settings: EvalSettings, run_dir: Path, info: DistInfo, resumed: TrainerState | None = None
     ) -> None:
-        """``best``: the resumed checkpoint's (``TrainerState.best``); ``best.json`` and ``policy/best``
-        are set back to it (rank 0)."""
+        """``resumed``: the state a resumed run continues from. A ``best.json`` written after it (by
+        an evaluation of the updates a resume replays) is set back to the state's best, with
+        ``policy/best`` (rank 0); one written before it is kept (it is the state's, or the state
+        was saved before checkpoints carried the best)."""
         self.settings = settings
         self.run_dir = run_dir
         self.info = info
@@ -192,9 +195,12 @@ class Evaluator:
         """Time spent evaluating in this invocation."""
         self.plan = _plan(settings.eval.benchmarks, settings.options)
         """(kind, protocol, names) per benchmark kind: each samples with its own protocol."""
-        self.best = best
-        if info.is_main:
-            self._mark_best()
+        path = run_dir / "best.json"
+        self.best: dict[str, Any] | None = json.loads(path.read_text()) if path.exists() else None
+        if resumed is not None and self.best is not None and self.best["update"] > resumed.global_update:
+            self.best = resumed.best
+            if info.is_main:
+                self._mark_best()
 
     def _mark_best(self) -> None:
         """``best.json`` and the ``policy/best`` link as ``self.best`` says (neither when it is None)."""

@@ -199,7 +199,7 @@ def prepare_run(
             RolloutSections.from_config(cfg), info, model, optimizer, tokenizer, engine_factory=engine_factory
         ),
         evaluator=Evaluator(
-            EvalSettings.from_config(cfg), run_dir, info, best=state.best if resume else None
+            EvalSettings.from_config(cfg), run_dir, info, resumed=state if resume else None
         ),  # every train.eval_every updates; keeps policies, marks the best
     )
     output.open_metrics(
