@@ -27,7 +27,10 @@ first failing one, as every grader runs them: no grader, no isolation) twice, in
 LiveCodeBench's wall time over the least wall time a grader could take on ``--workers`` busy cores,
 the programs' CPU time spread evenly over them. No grader can beat LiveCodeBench by more than the
 first on this problem; none that gives each test a fresh process (mucode does) by more than the
-second: a fresh process pays for every page the program touches again.
+second: a fresh process pays for every page the program touches again. With ``--backend local``
+each round also splits mucode's CPU between the test processes, the job handlers, their zygotes,
+the service and the evaluator (the executors are in the service's process tree; docker's are not),
+beside the forked floor's CPU a test.
 """
 
 from __future__ import annotations
@@ -203,6 +206,39 @@ def programs_alone(tests: list[dict[str, str]], samples: int) -> dict[str, float
     return times
 
 
+def split_cpu(before: dict[int, Any], after: dict[int, Any], service: int) -> dict[str, float] | None:
+    """Where the service tree's CPU went between two ``cpu_by_process`` snapshots, for the ``local``
+    backend (whose executors are in the tree: main, slot managers, job handlers, each handler's zygote,
+    a leaf): the test processes (clones of a zygote, reaped by its handler), the handlers, the zygotes,
+    the rest of the executors and the service; None when no executor is in the tree (docker)."""
+    executors = {p for p, (_, cmd, _, _) in after.items() if "executor.py" in cmd}
+    if not executors:
+        return None
+    parents = {after[p][0] for p in executors}
+    zygotes = {p for p in executors if p not in parents and after[p][0] in executors}
+    handlers = {after[p][0] for p in zygotes}
+    parts = {
+        "test processes": 0.0,
+        "job handlers": 0.0,
+        "zygotes": 0.0,
+        "other executors": 0.0,
+        "service": 0.0,
+    }
+    for p, (_, _, own, reaped) in after.items():
+        was = before.get(p, (0, "", 0.0, 0.0))
+        d_own, d_reaped = own - was[2], reaped - was[3]
+        if p == service:
+            parts["service"] += d_own
+        elif p in zygotes:
+            parts["zygotes"] += d_own
+        elif p in handlers:
+            parts["job handlers"] += d_own
+            parts["test processes"] += d_reaped
+        elif p in executors:
+            parts["other executors"] += d_own + d_reaped
+    return parts
+
+
 def upstream_lcb(tests: list[dict[str, str]], samples: int, workers: int) -> dict[str, Any]:
     io = json.dumps(
         {"inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests], "fn_name": None}
@@ -314,7 +350,7 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    from proctree import children_cpu_s, cpu_s  # bench/proctree.py
+    from proctree import children_cpu_s, cpu_by_process, cpu_s  # bench/proctree.py
     from verifier import Service  # bench/verifier.py
 
     options = (
@@ -335,9 +371,12 @@ def main() -> None:
         cores = min(args.workers, os.cpu_count() or 1)
         try:
             for _ in range(args.rounds - 1):  # extra rounds, interleaved, so both sides see the same load
-                cpu0 = cpu_s(service.proc.pid) + time.process_time()
+                cpu0, split0, own0 = cpu_s(service.proc.pid) + time.process_time(), cpu_by_process(service.proc.pid), time.process_time()  # fmt: skip  # noqa: E501
                 wall_m = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)[1]
                 cpu_m = cpu_s(service.proc.pid) + time.process_time() - cpu0
+                split = split_cpu(split0, cpu_by_process(service.proc.pid), service.proc.pid)
+                if split is not None:
+                    split["evaluator (loading included)"] = time.process_time() - own0
                 kids = children_cpu_s()
                 wall_u = upstream_lcb(tests, args.samples, args.workers)["wall"]
                 cpu_u = children_cpu_s() - kids
@@ -350,6 +389,13 @@ def main() -> None:
                     f"sandbox; loading included), upstream {wall_u:.2f} s ({cpu_u:.2f} CPU-s, its "
                     f"process start included): {ratios[-1]:.2f}x"
                 )
+                if split is not None:
+                    n = alone["tests"]
+                    print(
+                        f"  mucode's CPU-s: {', '.join(f'{k} {v:.3f}' for k, v in split.items())}; the test "
+                        f"processes {1000 * split['test processes'] / n:.1f} ms a test against "
+                        f"{1000 * alone['fork'] / n:.1f} for a fork of a warm process ({n:.0f} tests)"
+                    )
             entry, wall, _ = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)
             peak = (
                 mucode_lcb(service.url, Path(tmp) / "lcb", args.samples, True)[2]

@@ -12,7 +12,7 @@ import os
 import resource
 from pathlib import Path
 
-__all__ = ["children_cpu_s", "cpu_s", "descendants", "rss_mb", "tree"]
+__all__ = ["children_cpu_s", "cpu_by_process", "cpu_s", "descendants", "rss_mb", "tree"]
 
 
 def tree(pid: int) -> list[int]:
@@ -68,3 +68,19 @@ def children_cpu_s() -> float:
     """CPU seconds (user + system) of this process's children that exited and were waited for."""
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return kids.ru_utime + kids.ru_stime
+
+
+def cpu_by_process(pid: int) -> dict[int, tuple[int, str, float, float]]:
+    """For ``pid`` and each live descendant: (its parent, its command line, its own CPU seconds, the
+    CPU seconds of its children that exited and were waited for)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[int, str, float, float]] = {}
+    for p in tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        own = (int(fields[11]) + int(fields[12])) / tick
+        out[p] = (int(fields[1]), cmd, own, (int(fields[13]) + int(fields[14])) / tick)
+    return out
