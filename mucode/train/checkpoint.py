@@ -59,8 +59,8 @@ class TrainerState:
     stage_times: list[dict[str, float]] = field(default_factory=list)
     """Per finished stage: its phase times and counts, for the summary table."""
     best: dict[str, Any] | None = None
-    """The best evaluation so far (what ``best.json`` held when this state was saved); a resume
-    restores it, so an evaluation logged after the checkpoint it resumes from is forgotten."""
+    """The best evaluation so far (what ``best.json`` held when this state was saved); a resume puts
+    it back when ``best.json`` names a later update, one the resume replays (``Evaluator``)."""
 
 
 @dataclass
