@@ -12,8 +12,10 @@ only the processes that name it are stopped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import select
 import shlex
 import signal
 import subprocess
@@ -56,7 +58,8 @@ def _fresh_env(path: Path) -> Path:
 
 
 def _stop(proc: subprocess.Popen[str], ray_dir: str) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(ProcessLookupError):  # the group is gone when the command exited alone
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -71,6 +74,44 @@ def _stop(proc: subprocess.Popen[str], ray_dir: str) -> None:
                 os.kill(int(pid), signal.SIGKILL)
 
 
+def _run(argv: list[str], env_words: list[str], cwd: Path, limit_s: float = 240) -> str:
+    """What the printed command writes until its task runner has imported its trainer, or until it
+    has written nothing more for ``limit_s`` seconds (normally ~30 s in all). A fresh Ray instance
+    (its own temp dir) each time. Once in three fresh-clone CI runs the command wrote nothing for
+    over 9 minutes after it started Ray: a stall inside Ray's start of the task runner, not in
+    anything the printed command decides, so the test runs the command a second time before it fails
+    (a command that never gets there fails both)."""
+    ray_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay short
+    env = {
+        **os.environ,
+        **dict(w.split("=", 1) for w in env_words),
+        "RAY_TMPDIR": ray_dir,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd
+    )
+    assert proc.stdout is not None
+    seen = bytearray()
+    start = time.monotonic()
+    try:
+        while TRAINER_IMPORTED.encode() not in seen and b"ModuleNotFoundError: " not in seen:
+            if not select.select([proc.stdout], [], [], limit_s)[0]:
+                seen += f"\n[test] nothing more after {time.monotonic() - start:.0f} s\n".encode()
+                break
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                seen += f"\n[test] the command exited ({proc.wait()})\n".encode()
+                break
+            seen += chunk
+    finally:
+        _stop(proc, ray_dir)
+        proc.stdout.close()
+    return seen.decode(errors="replace")
+
+
+@pytest.mark.timeout(1500)  # the fresh environment's pip (up to 600 s), then up to two runs
 def test_the_printed_verl_command_runs_past_config_validation(tmp_path: Path) -> None:
     python = _fresh_env(tmp_path / "venv")
     out = CliRunner().invoke(
@@ -90,38 +131,10 @@ def test_the_printed_verl_command_runs_past_config_validation(tmp_path: Path) ->
     words = shlex.split(command)
     env_words = [w for w in words if re.match(r"^[A-Z_]+=", w)]
     argv = [str(python) if w == "python" else w for w in words if w not in env_words]
-    ray_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay short
-    env = {
-        **os.environ,
-        **dict(w.split("=", 1) for w in env_words),
-        "RAY_TMPDIR": ray_dir,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        "RAY_USAGE_STATS_ENABLED": "0",
-    }
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        cwd=tmp_path,
-    )
-    seen: list[str] = []
-    try:
-        deadline = time.monotonic() + 480
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            seen.append(line)
-            assert "ModuleNotFoundError: " not in line, "".join(
-                seen[-20:]
-            )  # not the optional engines' warnings
-            if TRAINER_IMPORTED in line or time.monotonic() > deadline:
-                break
-    finally:
-        _stop(proc, ray_dir)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    text = "".join(seen)
+    text = _run(argv, env_words, tmp_path)
+    assert "ModuleNotFoundError: " not in text, text[-3000:]  # not the optional engines' warnings
     assert VALIDATED in text, text[-3000:]
-    assert TRAINER_IMPORTED in text, text[-3000:]
+    if TRAINER_IMPORTED not in text:  # once more: see _run
+        first, text = text, _run(argv, env_words, tmp_path)
+        assert "ModuleNotFoundError: " not in text, text[-3000:]
+        assert TRAINER_IMPORTED in text, f"first run: {first[-1500:]}\nsecond run: {text[-1500:]}"
