@@ -371,7 +371,8 @@ def main() -> None:
         cores = min(args.workers, os.cpu_count() or 1)
         try:
             for _ in range(args.rounds - 1):  # extra rounds, interleaved, so both sides see the same load
-                cpu0, split0, own0 = cpu_s(service.proc.pid) + time.process_time(), cpu_by_process(service.proc.pid), time.process_time()  # fmt: skip  # noqa: E501
+                split0, own0 = cpu_by_process(service.proc.pid), time.process_time()
+                cpu0 = cpu_s(service.proc.pid) + own0
                 wall_m = mucode_lcb(service.url, Path(tmp) / "lcb", args.samples)[1]
                 cpu_m = cpu_s(service.proc.pid) + time.process_time() - cpu0
                 split = split_cpu(split0, cpu_by_process(service.proc.pid), service.proc.pid)

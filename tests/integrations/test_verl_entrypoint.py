@@ -57,7 +57,7 @@ def _fresh_env(path: Path) -> Path:
     return python
 
 
-def _stop(proc: subprocess.Popen[str], ray_dir: str) -> None:
+def _stop(proc: subprocess.Popen[bytes], ray_dir: str) -> None:
     with contextlib.suppress(ProcessLookupError):  # the group is gone when the command exited alone
         os.killpg(proc.pid, signal.SIGTERM)
     try:
@@ -77,8 +77,8 @@ def _stop(proc: subprocess.Popen[str], ray_dir: str) -> None:
 def _run(argv: list[str], env_words: list[str], cwd: Path, limit_s: float = 240) -> str:
     """What the printed command writes until its task runner has imported its trainer, or until it
     has written nothing more for ``limit_s`` seconds (normally ~30 s in all). A fresh Ray instance
-    (its own temp dir) each time. Once in three fresh-clone CI runs the command wrote nothing for
-    over 9 minutes after it started Ray: a stall inside Ray's start of the task runner, not in
+    (its own temp dir) each time. In one fresh-clone CI run the command wrote nothing for over
+    9 minutes after it started Ray: a stall inside Ray's start of the task runner, not in
     anything the printed command decides, so the test runs the command a second time before it fails
     (a command that never gets there fails both)."""
     ray_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay short
