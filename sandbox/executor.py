@@ -112,6 +112,7 @@ def handle_job(
             inputs = [str(x) for x in req.get("inputs") or []]
         if inputs is None:
             return
+        inputs = _in_range(inputs, req.get("test_range"), mode)
         if mode == "assert" or not inputs:
             inputs = [""]
         files = _files(req.get("files"))
@@ -141,6 +142,25 @@ def handle_job(
             if ctrl is None or ctrl.get("op") != "next":
                 return
     send_frame(conn, {"ev": "done"})
+
+
+def _in_range(inputs: list[str], span: object, mode: str) -> list[str]:
+    """The tests a request's ``test_range`` ``[start, stop]`` names (all of them without one); its
+    test frames are numbered from 0 within the range. ValueError for a range that is not inside."""
+    if span is None:
+        return inputs
+    if (
+        mode == "assert"
+        or not isinstance(span, list)
+        or len(span) != 2
+        or not all(type(x) is int for x in span)
+        or not 0 <= span[0] < span[1] <= len(inputs)
+    ):
+        raise ValueError(
+            f"'test_range' must be [start, stop] with 0 <= start < stop <= {len(inputs)} (the number of "
+            "inputs), and only for the stdio and call modes"
+        )
+    return inputs[span[0] : span[1]]
 
 
 def _compile(
@@ -518,6 +538,7 @@ def _health(
         "pid_namespace": os.readlink("/proc/self/ns/pid"),
         "seccomp": seccomp.supported(),
         "test_set_cache_bytes": testsets.STORE[0].capacity if testsets.STORE else 0,
+        "test_range": True,  # a job may run a range of its tests (handle_job, _in_range)
     }
 
 

@@ -14,6 +14,8 @@ Requests (client -> executor, on the job socket):
   after every test frame but the last: {"op": "next"} or {"op": "stop"}
   instead of "inputs": "test_set": sha256 hex [, "test_set_follows": true], the inputs packed as one
   *raw* frame (a header and bytes that are not JSON: ``send_raw``/``write_raw``); see testsets.py
+  "test_range": [start, stop]? (stdio, call): run only those of the inputs (or test set), numbered
+  from 0 within the range; executors that take it say "test_range": true in their health reply
 Replies: one {"ev": "test", "index": i, ...outcome} per test, then {"ev": "done"};
   {"ev": "error", "message": str} for a request the executor cannot run (bad fields, unknown language);
   before the tests, for a test set: {"ev": "unknown_test_set", "key": k} (send its raw frame now)

@@ -179,11 +179,21 @@ class Endpoint:
         """Run one job; ``keep_going(test_frame)`` decides whether the next test runs. ``decode``
         turns each reply's body into a frame (default: on the loop, fine for small replies).
         ``tests``: the request's inputs packed, sent by key where the executor keeps test sets.
+        ``request["test_range"] = [start, stop]``: only those tests (frames numbered from 0 within
+        the range), by key where the executor takes ranges, else with those inputs inline.
         Returns the test frames received (a test frame without an ``index`` gets its position).
         Raises ExecutorError on any infrastructure failure."""
         n_tests = max(1, len(request.get("inputs") or []))
         if request.get("mode") == "assert":
             n_tests = 1
+        span = request.get("test_range")
+        if span is not None:
+            start, stop = span
+            n_tests = stop - start
+            if tests is None or not self.info.get("test_set_cache_bytes") or not self.info.get("test_range"):
+                request = {k: v for k, v in request.items() if k != "test_range"}
+                request["inputs"] = request["inputs"][start:stop]
+                tests = None
         if tests is None or not self.info.get("test_set_cache_bytes"):
             return await self._run(request, keep_going, timeout_s, decode, n_tests, None)
         try:  # another job may be sending this test set: wait for it (it has its own deadlines)
@@ -278,11 +288,26 @@ class NoSandbox(ExecutorError):
 
 
 class SlotPool:
-    """Free slots over a changing set of endpoints. Create inside the running event loop."""
+    """Free slots over a changing set of endpoints. Create inside the running event loop.
+
+    ``on_idle``, when set, is called (soon, on the loop) whenever a slot is left free with nobody
+    waiting for one: after a release, and after an acquire that left others free (the backend then
+    spreads a running job's tests over them, ``pooled.py``)."""
 
     def __init__(self) -> None:
         self._cond = asyncio.Condition()
         self.endpoints: dict[str, Endpoint] = {}
+        self.on_idle: Callable[[], None] | None = None
+        self.waiting = 0
+        """Callers of ``acquire`` waiting for a slot."""
+
+    def _maybe_idle(self) -> None:
+        if self.on_idle is not None and self.waiting == 0 and self.idle_slots > 0:
+            asyncio.get_running_loop().call_soon(self._idle_now)
+
+    def _idle_now(self) -> None:
+        if self.on_idle is not None and self.waiting == 0 and self.idle_slots > 0:
+            self.on_idle()
 
     async def add(self, ep: Endpoint) -> None:
         async with self._cond:
@@ -308,6 +333,7 @@ class SlotPool:
             return best
 
         async with self._cond:
+            self.waiting += 1
             try:
                 await asyncio.wait_for(self._cond.wait_for(lambda: pick() is not None), timeout_s)
             except asyncio.TimeoutError:
@@ -315,15 +341,19 @@ class SlotPool:
                     f"no sandbox slot became free within {timeout_s:.0f} s "
                     f"({len(self.endpoints)} executors known)"
                 ) from None
+            finally:
+                self.waiting -= 1
             ep = pick()
             assert ep is not None
             ep.free -= 1
+            self._maybe_idle()
             return ep
 
     async def release(self, ep: Endpoint) -> None:
         async with self._cond:
             ep.free += 1
             self._cond.notify_all()
+            self._maybe_idle()
 
     @property
     def total_slots(self) -> int:

@@ -21,9 +21,11 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from mucode.protocol import SANDBOX_VERDICTS, Status
@@ -32,6 +34,7 @@ from mucode.sandbox.asserts import AssertPlan
 from mucode.sandbox.checker_program import judge_with_checker
 from mucode.sandbox.checkers import check, checker_program_of
 from mucode.sandbox.client import Decode, Endpoint, ExecutorError, ExecutorRejected, SlotPool, decode_inline
+from mucode.sandbox.executor.languages import ALIASES, LANGUAGES
 from mucode.sandbox.judging import INLINE_BYTES, JudgeFault, JudgePool, cpu_count, json_equal, loads_pairs
 from mucode.sandbox.testsets import PackedTests, TestSets
 from mucode.sandbox.types import CodeJob, JobResult, RawRun, TestOutcome
@@ -183,6 +186,85 @@ def _judge_frame(job: CodeJob, frame: dict[str, Any], plan: AssertPlan | None) -
     return to_outcome(frame, Status.correct if ok else Status.wrong_answer)
 
 
+MIN_SPREAD_TESTS = 2
+"""An idle slot takes half of a running job's tests not yet started when there are at least this many."""
+
+
+def _compiles(language: str) -> bool:
+    """Whether ``language`` has a compile step (or is unknown here: then it is not spread either)."""
+    lang = LANGUAGES.get(ALIASES.get(language, language))
+    return lang is None or lang.compile is not None
+
+
+def _tests_view(job: CodeJob, start: int, stop: int) -> CodeJob:
+    """``job`` with only its tests ``[start, stop)``: what judges the frames of a range, numbered from 0."""
+    t = job.tests
+    return dataclasses.replace(
+        job, tests=dataclasses.replace(t, inputs=t.inputs[start:stop], outputs=t.outputs[start:stop])
+    )
+
+
+@dataclass(eq=False)
+class _Part:
+    """Tests ``[start, stop)`` of a job, run as one executor job; ``view`` judges their frames."""
+
+    start: int
+    stop: int
+    view: CodeJob
+    outcomes: list[TestOutcome] = field(default_factory=list)
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    done: bool = False
+
+
+@dataclass(eq=False)
+class _Spread:
+    """One job being judged, its tests in parts over one or more slots (``PooledBackend.judge``)."""
+
+    job: CodeJob
+    plan: AssertPlan | None
+    request: dict[str, Any]
+    tests: PackedTests | None
+    n: int
+    spreadable: bool
+    """Whether idle slots may take some of its tests: more than one test, and no compile step (one
+    per part would cost more than it saves)."""
+    parts: list[_Part] = field(default_factory=list)
+    first_bad: float = math.inf
+    """The first test (by index) found not correct, where the job stops at its first failure."""
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def result(self, wall: float) -> JobResult:
+        """The verdict one slot running every test in order would give: the outcomes by index, up to
+        the first failure (a job that stops there) or all of them; a test that no part ran (its part
+        failed for infrastructure reasons, or ran short) before that is ``sandbox_error``."""
+        job = self.job
+        ran: dict[int, tuple[TestOutcome, dict[str, Any]]] = {}
+        missing: dict[int, str | None] = {}
+        for part in self.parts:
+            for k in range(part.start, part.stop):
+                if k - part.start < len(part.outcomes):
+                    ran[k] = (part.outcomes[k - part.start], part.frames[k - part.start])
+                else:
+                    missing[k] = part.error
+        outcomes: list[TestOutcome] = []
+        infra: list[dict[str, Any]] = []
+        for k in range(self.n):
+            if k not in ran:
+                error = missing.get(k) or f"executor ran {len(outcomes)} of {self.n} tests"
+                return JobResult(Status.sandbox_error, outcomes, wall, error=error)
+            outcome, frame = ran[k]
+            outcomes.append(outcome)
+            if frame.get("status") == "sandbox_error":
+                infra.append(frame)
+            if outcome.verdict is not Status.correct and job.stop_on_first_failure:
+                break
+        if infra:
+            return JobResult(Status.sandbox_error, outcomes, wall, error=str(infra[0].get("message")))
+        bad = [o for o in outcomes if o.verdict is not Status.correct]
+        return JobResult(bad[0].verdict if bad else Status.correct, outcomes, wall)
+
+
 class PooledBackend:
     """Shared judge/run_raw/health over a SlotPool; subclasses fill the pool."""
 
@@ -205,6 +287,10 @@ class PooledBackend:
         """Background health watcher of the pool (subclasses start it)."""
         self._tasks: set[asyncio.Task[None]] = set()
         """Background repairs (replacements, restarts) in flight."""
+        self._spreads: set[_Spread] = set()
+        """The jobs being judged, whose tests not yet started an idle slot may take."""
+        self.spread_parts = 0
+        """Parts of jobs that idle slots took (``_spread_to_idle``)."""
 
     def _start_monitor(self, interval_s: float, label: str, step: Callable[[], Awaitable[None]]) -> None:
         """Every ``interval_s``: check each executor of the pool (``_executor_failed``), then run the
@@ -336,37 +422,73 @@ class PooledBackend:
             else None
         )
         request = build_request(job, plan)
-        outcomes: list[TestOutcome] = []
+        tests = await self.test_sets.packed(request["inputs"]) if request["inputs"] else None
+        n = 1 if job.tests.format == "assert" else len(job.tests.inputs)
+        spread = _Spread(job, plan, request, tests, n, spreadable=n > 1 and not _compiles(job.language))
+        self.pool.on_idle = self._spread_to_idle
+        self._spreads.add(spread)
+        try:
+            await self._run_part(spread, _Part(0, n, job))
+            while spread.tasks:  # the parts idle slots took (they may be split again meanwhile)
+                await asyncio.gather(*list(spread.tasks))
+        finally:
+            self._spreads.discard(spread)
+            for task in spread.tasks:  # judging stopped early (cancelled, refused): so do its parts
+                task.cancel()
+        return spread.result(time.monotonic() - start)
+
+    async def _run_part(self, spread: _Spread, part: _Part) -> None:
+        """Run the tests ``[part.start, part.stop)`` of ``spread``'s job (``stop`` may be lowered
+        meanwhile, when an idle slot takes the rest) and keep what they gave."""
+        spread.parts.append(part)
+        job = spread.job
 
         def keep_going(frame: dict[str, Any]) -> bool:
             if frame.get("index") == 0:
-                outcomes.clear()  # a re-run on a fresh slot starts over
-            outcome = judge_frame(job, frame, plan)
-            outcomes.append(outcome)
-            return outcome.verdict is Status.correct or not job.stop_on_first_failure
+                part.outcomes.clear()  # a re-run on a fresh slot starts over
+                part.frames.clear()
+            outcome = judge_frame(part.view, frame, spread.plan)
+            part.outcomes.append(outcome)
+            part.frames.append(frame)
+            at = part.start + len(part.outcomes) - 1
+            if outcome.verdict is not Status.correct and job.stop_on_first_failure:
+                spread.first_bad = min(spread.first_bad, at)
+                return False
+            return at + 1 < min(part.stop, spread.first_bad)
 
-        tests = await self.test_sets.packed(request["inputs"]) if request["inputs"] else None
-        frames, error = await self._run(
-            request, keep_going, job.time_limit_s, self._decoder(job, plan), tests
+        request = spread.request
+        if (part.start, part.stop) != (0, spread.n):
+            request = {**request, "test_range": [part.start, part.stop]}
+        frames, part.error = await self._run(
+            request, keep_going, job.time_limit_s, self._decoder(part.view, spread.plan), spread.tests
         )
-        for frame in frames[len(outcomes) :]:  # the last frame is not passed to keep_going
-            outcomes.append(judge_frame(job, frame, plan))
-        wall = time.monotonic() - start
-        if error is not None:
-            return JobResult(Status.sandbox_error, outcomes, wall, error=error)
-        bad = [o for o in outcomes if o.verdict is not Status.correct]
-        infra = [f for f in frames if f.get("status") == "sandbox_error"]
-        if infra:
-            return JobResult(Status.sandbox_error, outcomes, wall, error=str(infra[0].get("message")))
-        expected_tests = 1 if job.tests.format == "assert" else len(job.tests.inputs)
-        if not bad and len(outcomes) != expected_tests:
-            return JobResult(
-                Status.sandbox_error,
-                outcomes,
-                wall,
-                error=f"executor ran {len(outcomes)} of {expected_tests} tests",
-            )
-        return JobResult(bad[0].verdict if bad else Status.correct, outcomes, wall)
+        for frame in frames[len(part.outcomes) :]:  # the last frame is not passed to keep_going
+            part.outcomes.append(judge_frame(part.view, frame, spread.plan))
+            part.frames.append(frame)
+        part.done = True
+
+    def _spread_to_idle(self) -> None:
+        """A slot is free and nobody waits for one: it takes the second half of the tests not yet
+        started of the running part that has the most (two at least). The part stops before them;
+        the verdicts are the same as one slot's, in order (``_Spread.result``)."""
+        best: tuple[int, _Spread, _Part] | None = None
+        for spread in self._spreads:
+            for part in spread.parts if spread.spreadable else ():
+                if part.done or spread.first_bad < part.stop:
+                    continue  # over, or stopping at a failure
+                unstarted = part.stop - (part.start + len(part.outcomes) + 1)  # one test is running
+                if unstarted >= MIN_SPREAD_TESTS and (best is None or unstarted > best[0]):
+                    best = (unstarted, spread, part)
+        if best is None:
+            return
+        unstarted, spread, part = best
+        mid = part.stop - unstarted // 2
+        taken = _Part(mid, part.stop, _tests_view(spread.job, mid, part.stop))
+        part.stop = mid
+        self.spread_parts += 1
+        task = asyncio.get_running_loop().create_task(self._run_part(spread, taken))
+        spread.tasks.add(task)
+        task.add_done_callback(spread.tasks.discard)
 
     async def run_raw(self, run: RawRun) -> TestOutcome:
         request = {

@@ -126,7 +126,9 @@ def test_a_test_set_the_executor_lost_is_sent_again(sb: Handle) -> None:
     sent, resent = _sent(sb)
     ok, bad = sb.judge_many([stdio_job(SUM_OK, inputs, outputs), stdio_job(SUM_WRONG, inputs, outputs)])
     assert (ok.verdict, bad.verdict) == (Status.correct, Status.wrong_answer)
-    assert _sent(sb)[1] >= resent + 1 and _sent(sb)[0] <= sent + 2
+    # once per executor job at most: two jobs, and the part of one that the idle third slot took
+    # (test_spread.py) each learn that the executor lacks it
+    assert _sent(sb)[1] >= resent + 1 and _sent(sb)[0] <= sent + 3
 
 
 def _exchange(sb: Handle, request: dict[str, Any], raw: bytes | None) -> list[dict[str, Any]]:
