@@ -551,5 +551,6 @@ class PooledBackend:
             "pool_size": self._pool.total_slots,
             "idle": self._pool.idle_slots,
             "stuck_slots": stuck,
+            "spread_parts": self.spread_parts,
             "executors": executors,
         }

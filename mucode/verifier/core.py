@@ -243,7 +243,12 @@ class Verifier:
                 sandbox = {"ok": False, "error": repr(exc)}
             out["sandbox"] = sandbox
             out["ok"] = out["ok"] and bool(sandbox.get("ok"))
-            for key, gauge in (("pool_size", self.metrics.pool_size), ("idle", self.metrics.pool_idle)):
+            gauges = (
+                ("pool_size", self.metrics.pool_size),
+                ("idle", self.metrics.pool_idle),
+                ("spread_parts", self.metrics.spread_parts),
+            )
+            for key, gauge in gauges:
                 value = sandbox.get(key)
                 if isinstance(value, int | float):
                     gauge.set(value)

@@ -9,6 +9,7 @@
 | ``verifier_queue_depth`` | gauge | | items accepted, waiting for a scoring slot |
 | ``verifier_items_in_flight`` | gauge | | items being scored now |
 | ``verifier_sandbox_pool_size`` / ``_idle`` | gauge | | sandbox pool, as its backend reports |
+| ``verifier_sandbox_spread_parts_total`` | gauge | | parts of jobs that idle slots took (docs/sandbox.md) |
 | ``verifier_math_workers`` | gauge | | live math-verify workers |
 | ``verifier_math_worker_kills_total`` | gauge | | math workers killed by the outer wall-clock limit |
 """
@@ -38,6 +39,9 @@ class VerifierMetrics:
         self.in_flight = Gauge("verifier_items_in_flight", "Items being scored", registry=r)
         self.pool_size = Gauge("verifier_sandbox_pool_size", "Sandbox pool size", registry=r)
         self.pool_idle = Gauge("verifier_sandbox_pool_idle", "Idle sandboxes", registry=r)
+        self.spread_parts = Gauge(
+            "verifier_sandbox_spread_parts_total", "Parts of jobs that idle sandbox slots took", registry=r
+        )
         self.math_workers = Gauge("verifier_math_workers", "Live math-verify workers", registry=r)
         self.math_kills = Gauge(
             "verifier_math_worker_kills_total", "Math workers killed by the outer limit", registry=r

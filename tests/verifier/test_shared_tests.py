@@ -46,6 +46,11 @@ def _requests(url: str, code: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
+def _gauge(url: str, name: str) -> float:
+    m = re.search(rf"^{name} (\S+)$", httpx.get(f"{url}/metrics").text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
 @pytest.fixture(scope="module")
 def code_url() -> Iterator[str]:
     """The code program on the local sandbox backend, with the service's default request cap."""
@@ -282,3 +287,15 @@ def test_bodies_are_exactly_their_announced_length_and_resolve_to_the_items() ->
             assert [w.spec for w in wire] == [items[i]["spec"] for i in batch.indices]
             seen += batch.indices
         assert sorted(seen) == list(range(len(items)))
+
+
+def test_one_sample_alone_spreads_its_tests_over_the_idle_slot(code_url: str) -> None:
+    tests = _big_tests(2 * 1024 * 1024, 6, salt="s")
+    before = _gauge(code_url, "verifier_sandbox_spread_parts_total")
+    client = VerifierSession(code_url, retries=0)
+    try:
+        (result,) = client.verify([_code("alone", CORRECT, tests)])
+    finally:
+        client.close()
+    assert result.status == "correct" and len(result.details["tests"]) == 6, result
+    assert _gauge(code_url, "verifier_sandbox_spread_parts_total") > before  # the second slot took a part
