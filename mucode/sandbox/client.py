@@ -302,10 +302,11 @@ class SlotPool:
         """Callers of ``acquire`` waiting for a slot."""
 
     def _maybe_idle(self) -> None:
-        if self.on_idle is not None and self.waiting == 0 and self.idle_slots > 0:
+        if self.on_idle is not None:
             asyncio.get_running_loop().call_soon(self._idle_now)
 
     def _idle_now(self) -> None:
+        """Checked when it runs: the slot may have been taken, or a waiter come, meanwhile."""
         if self.on_idle is not None and self.waiting == 0 and self.idle_slots > 0:
             self.on_idle()
 

@@ -134,7 +134,6 @@ def test_the_executor_runs_a_range_numbered_from_zero_and_refuses_one_outside(sb
 
 def test_a_job_with_a_compile_step_keeps_one_run(sb: Handle) -> None:
     before = _spread_parts(sb)
-    job = _echo_job(4)
-    result = sb.judge(stdio_job(ECHO, job.tests.inputs, job.tests.outputs, language="python-pyc"))
+    result = sb.judge(_echo_job(4, language="python-pyc"))
     assert result.verdict is Status.correct and len(result.tests) == 4, result
     assert _spread_parts(sb) == before  # a part would compile again
