@@ -15,10 +15,11 @@ Process tree (all root inside the sandbox, every program child unprivileged):
 
 Jobs carry the program and the test inputs, never the expected outputs; large inputs come by key
 from a cache the handlers share and no program can reach (testsets.py); a handler keeps the last test
-set it decoded, for the next job of the same problem. The handler streams one result frame per test
-and waits for ``next``/``stop`` from the client before the next test, so ``stop_on_first_failure``
-costs no extra runs. A test process gets its own run only (its program, its input; never the assert
-test code, never another test's input or another job's anything). Wire format: protocol.py.
+set it read (its blob, never decoded: stdin gets each input's bytes), for the next job of the same
+problem. The handler streams one result frame per test and waits for ``next``/``stop`` from the
+client before the next test, so ``stop_on_first_failure`` costs no extra runs. A test process gets
+its own run only (its program, its input; never the assert test code, never another test's input or
+another job's anything). Wire format: protocol.py.
 
 Each slot has its own uid and scratch dir ``<scratch>/<i>`` (owned by that uid; a tmpfs of its own
 in the docker and local deployments), so runs in different slots share no writable state and
@@ -105,16 +106,17 @@ def handle_job(
         if mode == "call" and not req.get("fn_name"):
             raise ValueError("mode 'call' needs fn_name")
         lim = _limits(req, args)
+        inputs: list[bytes] | list[memoryview] | None
         if "test_set" in req and mode != "assert":
             inputs = named_inputs(conn, req)
         else:
-            _DECODED.clear()  # not kept through another problem's jobs (the slot's memory)
-            inputs = [str(x) for x in req.get("inputs") or []]
+            _HELD.clear()  # not kept through another problem's jobs (the slot's memory)
+            inputs = [str(x).encode("utf-8", "surrogatepass") for x in req.get("inputs") or []]
         if inputs is None:
             return
         inputs = _in_range(inputs, req.get("test_range"), mode)
         if mode == "assert" or not inputs:
-            inputs = [""]
+            inputs = [b""]
         files = _files(req.get("files"))
     except (ValueError, TypeError) as exc:
         send_frame(conn, {"ev": "error", "message": str(exc)})
@@ -144,7 +146,9 @@ def handle_job(
     send_frame(conn, {"ev": "done"})
 
 
-def _in_range(inputs: list[str], span: object, mode: str) -> list[str]:
+def _in_range(
+    inputs: list[bytes] | list[memoryview], span: object, mode: str
+) -> list[bytes] | list[memoryview]:
     """The tests a request's ``test_range`` ``[start, stop]`` names (all of them without one); its
     test frames are numbered from 0 within the range. ValueError for a range that is not inside."""
     if span is None:
@@ -195,7 +199,7 @@ def _compile(
         lang,
         slot.builder(),
         clim,
-        "",
+        b"",
         0,
         slot.build_root or "",
         zyg,
@@ -226,26 +230,27 @@ def _files(files: object) -> dict[str, bytes]:
     return out
 
 
-_DECODED: dict[str, list[str]] = {}
-"""The handler's last decoded test set by key (checked against its key when it was read): the G
-samples of one problem, sent to one slot in turn, read and decode it once."""
+_HELD: dict[str, list[memoryview]] = {}
+"""The handler's last test set by key (checked against its key when it was read), as views of its
+blob: the G samples of one problem, sent to one slot in turn, read it once; no input is decoded (stdin
+gets its bytes; a call-mode test decodes its own, runner.py)."""
 
 
-def named_inputs(conn: socket.socket, req: dict[str, Any]) -> list[str] | None:
+def named_inputs(conn: socket.socket, req: dict[str, Any]) -> list[memoryview] | None:
     """The inputs a request names by ``test_set`` (the exchange of testsets.py); None when the client
     went away. ValueError for a bad key, or a blob that is not the key's (never run: resent or refused)."""
     key = str(req.get("test_set"))
     if not testsets.valid_key(key):
         raise ValueError("'test_set' must be a SHA-256 in lowercase hex (64 characters)")
     follows = bool(req.get("test_set_follows"))
-    if not follows and key in _DECODED:
-        return _DECODED[key]
-    _DECODED.clear()  # one decoded set at most: another problem's goes before this one is read
+    if not follows and key in _HELD:
+        return _HELD[key]
+    _HELD.clear()  # one set at most: another problem's goes before this one is read
     store = testsets.STORE[0] if testsets.STORE else testsets.Store(0)
     blob = None if follows else store.get(key)
-    inputs: list[str]
+    inputs: list[memoryview]
     if blob is not None:
-        inputs = _DECODED[key] = testsets.unpack(blob)
+        inputs = _HELD[key] = testsets.views(blob)
         return inputs
     if not follows:
         send_frame(conn, {"ev": "unknown_test_set", "key": key})
@@ -254,7 +259,7 @@ def named_inputs(conn: socket.socket, req: dict[str, Any]) -> list[str] | None:
         return None
     if testsets.key_of(blob) != key:
         raise ValueError(f"the test set sent is not the one of key {key} (its SHA-256 differs)")
-    inputs = _DECODED[key] = testsets.unpack(blob)
+    inputs = _HELD[key] = testsets.views(blob)
     send_frame(conn, {"ev": "test_set", "stored": store.put(key, blob)})
     return inputs
 

@@ -41,6 +41,8 @@ from typing import Any, Protocol
 
 MAX_FRAME_BYTES = 512 << 20
 HEADER = struct.Struct(">I")
+RAW_CHUNK = 1 << 20
+"""A raw frame is written to a stream in pieces of this size (``write_raw``)."""
 
 Frame = dict[str, Any]
 
@@ -58,7 +60,7 @@ class AsyncReader(Protocol):
 class AsyncWriter(Protocol):
     """What ``write_frame`` needs of an ``asyncio.StreamWriter``."""
 
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes | memoryview) -> None: ...
 
     async def drain(self) -> None: ...
 
@@ -71,7 +73,7 @@ def encode_frame(obj: Frame) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
-def body_length(head: bytes) -> int:
+def body_length(head: bytes | bytearray) -> int:
     """The body length a header announces (refusing one over ``MAX_FRAME_BYTES``)."""
     (length,) = HEADER.unpack(head)
     if length > MAX_FRAME_BYTES:
@@ -79,7 +81,7 @@ def body_length(head: bytes) -> int:
     return int(length)
 
 
-def decode_body(body: bytes) -> Frame:
+def decode_body(body: bytes | bytearray) -> Frame:
     """The JSON object of one frame's body."""
     try:
         obj = json.loads(body.decode("utf-8"))
@@ -97,16 +99,19 @@ def send_frame(sock: socket.socket, obj: Frame) -> None:
     sock.sendall(encode_frame(obj))
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            if not buf:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray | None:
+    """``n`` bytes received into one buffer of that size (a test set's megabytes are copied once)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        count = sock.recv_into(view[got:], min(n - got, 1 << 20))
+        if not count:
+            if not got:
                 return None
             raise ProtocolError("connection closed mid-frame")
-        buf += chunk
-    return bytes(buf)
+        got += count
+    return buf
 
 
 def send_raw(sock: socket.socket, data: bytes) -> None:
@@ -117,7 +122,7 @@ def send_raw(sock: socket.socket, data: bytes) -> None:
     sock.sendall(data)
 
 
-def recv_raw(sock: socket.socket) -> bytes | None:
+def recv_raw(sock: socket.socket) -> bytearray | None:
     """The next frame's body, not decoded; None when the peer closed the connection cleanly."""
     head = _recv_exact(sock, HEADER.size)
     if head is None:
@@ -143,12 +148,18 @@ async def write_frame(writer: AsyncWriter, obj: Frame) -> None:
 
 
 async def write_raw(writer: AsyncWriter, data: bytes) -> None:
-    """``send_raw`` on a stream (``data`` is written as it is, not copied into a frame)."""
+    """``send_raw`` on a stream: ``data`` as it is (not copied into a frame), a megabyte at a time,
+    each drained before the next, so a transport that cannot send it at once buffers a megabyte at
+    most (never a second copy of a whole test set)."""
     if len(data) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(data)} bytes exceeds {MAX_FRAME_BYTES}")
     writer.write(HEADER.pack(len(data)))
-    writer.write(data)
-    await writer.drain()
+    view = memoryview(data)
+    for start in range(0, len(view), RAW_CHUNK):
+        writer.write(view[start : start + RAW_CHUNK])
+        await writer.drain()
+    if not view:
+        await writer.drain()
 
 
 async def read_frame(reader: AsyncReader) -> Frame | None:

@@ -487,7 +487,7 @@ def run_test(
     lang: Language,
     slot: Slot,
     lim: Limits,
-    test_input: str,
+    test_input: bytes | memoryview,
     index: int,
     build_dir: str,
     zyg: zygote.Zygote,
@@ -503,7 +503,8 @@ def run_test(
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     ctl_r, ctl_w = os.pipe()
-    stdin_data = test_input.encode("utf-8", "surrogatepass") if job.get("mode") == "stdio" else b""
+    stdio = job.get("mode") == "stdio"  # the input goes to stdin (its UTF-8 bytes); a call's, in the payload
+    stdin_data = memoryview(test_input if stdio else b"")
     oom_before = slot.oom_kills()
     token = os.urandom(16).hex()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -513,7 +514,7 @@ def run_test(
     h = _Harness.start(job, lang, slot, lim, token, zyg) if two else None
     fds = (stdin_r, out_w, err_w, ctl_w, *(h.program_fds if h is not None else ()))
     mine = {k: job[k] for k in PROGRAM_KEYS if k in job}
-    own_input = "" if job.get("mode") == "stdio" else test_input  # stdin goes through its pipe
+    own_input = "" if stdio else str(test_input, "utf-8", "surrogatepass")
     pid = _spawn(zyg, fds, mine, lang, slot, slot.root, build_dir, lim, own_input)
     peak.pid = pid
     for fd in (stdin_r, out_w, err_w, ctl_w):
@@ -717,7 +718,7 @@ class _Harness:
 
 
 def _watch(
-    sel: selectors.BaseSelector, stdin_w: int, stdin_data: bytes, deadline: float, peak: CgroupPeak
+    sel: selectors.BaseSelector, stdin_w: int, stdin_data: memoryview, deadline: float, peak: CgroupPeak
 ) -> str | None:
     """Feed stdin and read the pipes until the child exits, sampling ``peak`` when it is due;
     returns the limit hit, if any (``memory_cgroup``: the cgroup thrashed)."""

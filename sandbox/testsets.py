@@ -55,8 +55,9 @@ def pack(inputs: list[str]) -> bytes:
     return b"".join((MAGIC, _COUNT.pack(len(data)), lengths, *data))
 
 
-def unpack(blob: bytes) -> list[str]:
-    """The inputs of a blob; ValueError when it is not one."""
+def views(blob: bytes | bytearray) -> list[memoryview]:
+    """The inputs of a blob as views into it, their UTF-8 bytes not decoded (a job handler writes them
+    to stdin as they are: no copy of a test set per job); ValueError when it is not a blob."""
     if blob[:4] != MAGIC or len(blob) < 8:
         raise ValueError("not a test set blob")
     (count,) = _COUNT.unpack_from(blob, 4)
@@ -69,14 +70,19 @@ def unpack(blob: bytes) -> list[str]:
         (n,) = _LEN.unpack_from(blob, 8 + i * _LEN.size)
         if pos + n > len(blob):
             raise ValueError("test set blob: truncated")
-        inputs.append(str(view[pos : pos + n], "utf-8", "surrogatepass"))
+        inputs.append(view[pos : pos + n])
         pos += n
     if pos != len(blob):
         raise ValueError("test set blob: trailing bytes")
     return inputs
 
 
-def key_of(blob: bytes) -> str:
+def unpack(blob: bytes) -> list[str]:
+    """The inputs of a blob, decoded; ValueError when it is not one."""
+    return [str(v, "utf-8", "surrogatepass") for v in views(blob)]
+
+
+def key_of(blob: bytes | bytearray) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
@@ -121,7 +127,7 @@ class Store:
             return None
         return blob
 
-    def put(self, key: str, blob: bytes) -> bool:
+    def put(self, key: str, blob: bytes | bytearray) -> bool:
         """Store ``blob`` (whose SHA-256 the caller checked is ``key``); False when it does not fit."""
         if self.fd < 0 or len(blob) > self.capacity:
             return False
@@ -162,7 +168,7 @@ def _pread(fd: int, n: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
-def _pwrite(fd: int, data: bytes, offset: int) -> None:
+def _pwrite(fd: int, data: bytes | bytearray, offset: int) -> None:
     view = memoryview(data)
     while view:
         n = os.pwrite(fd, view, offset)
