@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mucode.protocol import INFRA_STATUSES
+from mucode.verifier.wire import encoded_tests
 
 __all__ = ["INFRA_STATUSES", "RunStore", "StoreMismatch", "item_sha", "prompt_key"]
 # INFRA_STATUSES: verifier statuses that say nothing about the response: never a score, never cached.
@@ -40,11 +41,16 @@ _TESTS_DIGESTS_MAX = 256
 def _digest_of(tests: object) -> str:
     """Digest of a spec's test set, computed once per object: every sample of a problem shares one
     test-set object (up to tens of megabytes for LiveCodeBench), which must not be re-serialized
-    per sample. Test sets are never mutated after they are built."""
+    per sample. Test sets are never mutated after they are built. It is the set's wire key
+    (``encoded_tests``, kept for the client that sends it next: one encoding for both), or for what
+    has no canonical JSON (NaN, objects JSON lacks) a digest of its lenient encoding."""
     hit = _TESTS_DIGESTS.get(id(tests))
     if hit is not None and hit[0] is tests:
         return hit[1]
-    digest = hashlib.sha256(json.dumps(tests, sort_keys=True, default=str).encode()).hexdigest()
+    try:
+        digest = encoded_tests(tests, keep=True)[0]
+    except (TypeError, ValueError):
+        digest = hashlib.sha256(json.dumps(tests, sort_keys=True, default=str).encode()).hexdigest()
     if len(_TESTS_DIGESTS) >= _TESTS_DIGESTS_MAX:
         _TESTS_DIGESTS.pop(next(iter(_TESTS_DIGESTS)))
     _TESTS_DIGESTS[id(tests)] = (tests, digest)

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mucode.verifier.wire import REF_KEY, canonical_json, digest_of, is_ref
+from mucode.verifier.wire import REF_KEY, encoded_tests, is_ref
 
 __all__ = [
     "Batch",
@@ -94,8 +94,7 @@ def _hoist(
         return item, None
     key = by_id.get(id(tests))
     if key is None:
-        encoded = canonical_json(tests)
-        key = digest_of(encoded)
+        key, encoded = encoded_tests(tests)
         sets.setdefault(key, encoded)
         by_id[id(tests)] = key
     return {**item, "spec": {**spec, "tests": {REF_KEY: key}}}, key

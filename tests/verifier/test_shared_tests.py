@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from mucode.verifier import wire
 from mucode.verifier.batching import body_length, cut, prepare
 from mucode.verifier.client import RequestTooLargeError
 from mucode.verifier.local import local_verifier
@@ -184,6 +185,27 @@ def test_equal_test_sets_are_hoisted_once_without_copies_per_sample() -> None:
     assert peak < 3.5 * size, peak  # plus one transient encoding while hashing the next sample
 
 
+def test_the_result_store_and_the_client_encode_a_test_set_once() -> None:
+    """The evaluator's store fingerprints a test set by its wire key and keeps that encoding; the
+    client's next request sends that very encoding and takes it (nothing stays kept); what has no
+    canonical JSON is still fingerprinted."""
+    from mucode.eval.store import item_sha
+
+    tests = _big_tests(2 * 1024 * 1024, 4)
+    item_sha(_code("0", WRONG, tests))
+    kept = wire._kept[id(tests)]
+    assert kept[1] == digest_of(canonical_json(tests)) and kept[2] == canonical_json(tests)
+    prepared = prepare([_code("1", WRONG, tests)])
+    assert prepared.refs == [kept[1]] and prepared.sets[kept[1]] is kept[2]  # not encoded again
+    assert id(tests) not in wire._kept
+    item_sha(_code("2", WRONG, tests))  # the store remembers the digest: nothing encoded, nothing kept
+    assert id(tests) not in wire._kept
+    again = prepare([_code("3", WRONG, tests)])
+    assert again.sets[kept[1]] == kept[2] and again.sets[kept[1]] is not kept[2]
+    odd = {"format": "stdio", "inputs": ["1\n"], "outputs": [float("nan")]}
+    assert item_sha(_code("4", WRONG, odd)) != item_sha(_code("4", WRONG, {**odd, "inputs": ["2\n"]}))
+
+
 def test_the_openapi_example_and_its_key(code_url: str) -> None:
     assert digest_of(canonical_json(_SHARED_TESTS)) == _SHARED_KEY
     r = httpx.post(f"{code_url}/v1/verify", json=_SHARED_EXAMPLE, timeout=120)
@@ -259,7 +281,7 @@ def test_bodies_are_exactly_their_announced_length_and_resolve_to_the_items() ->
     import random
 
     from mucode.verifier.batching import body
-    from mucode.verifier.wire import resolve_test_sets
+    from mucode.verifier.wire import _keys_as_sent, resolve_test_sets
 
     rng = random.Random(7)
     problems = [_big_tests(rng.randint(10, 5_000), rng.randint(1, 4), salt=c) for c in "pqrstu"]
@@ -282,11 +304,41 @@ def test_bodies_are_exactly_their_announced_length_and_resolve_to_the_items() ->
             request = json.loads(raw)
             assert len(request["items"]) == len(batch.indices) <= size
             assert len(request["test_sets"]) == len({prepared.refs[i] for i in batch.indices} - {None})
-            wire = [_Spec(it["spec"]) for it in request["items"]]
-            assert resolve_test_sets(wire, request["test_sets"]) == []
-            assert [w.spec for w in wire] == [items[i]["spec"] for i in batch.indices]
+            specs = [_Spec(it["spec"]) for it in request["items"]]
+            assert _keys_as_sent(request["test_sets"], raw) == set(request["test_sets"])  # no re-encoding
+            assert resolve_test_sets(specs, request["test_sets"], raw) == []
+            assert [w.spec for w in specs] == [items[i]["spec"] for i in batch.indices]
             seen += batch.indices
         assert sorted(seen) == list(range(len(items)))
+
+
+def test_keys_are_checked_where_they_lie_and_any_other_body_by_encoding() -> None:
+    """The service hashes each test set's bytes in the client's body; a body laid out otherwise is
+    checked by canonical JSON as before, and a set changed after its key was taken is refused."""
+    from mucode.verifier.wire import _keys_as_sent, resolve_test_sets
+
+    sets = {digest_of(canonical_json(t)): t for t in (_big_tests(3000, 3, salt=c) for c in "xyz")}
+    items = [{"spec": {"tests": {"ref": k}}} for k in sets]
+    raw = (
+        b'{"test_sets":{'
+        + b",".join(b'"' + k.encode() + b'":' + canonical_json(t) for k, t in sets.items())
+        + b'},"items":'
+        + canonical_json(items)
+        + b"}"
+    )
+    assert _keys_as_sent(json.loads(raw)["test_sets"], raw) == set(sets)
+    spaced = json.dumps({"test_sets": sets, "items": items}).encode()  # canonical keys, other bytes
+    assert _keys_as_sent(json.loads(spaced)["test_sets"], spaced) == set()
+    specs = [_Spec(dict(it["spec"])) for it in items]
+    assert resolve_test_sets(specs, json.loads(spaced)["test_sets"], spaced) == []
+    assert [w.spec["tests"] for w in specs] == list(sets.values())
+    first = next(iter(sets))
+    tampered = raw.replace(b'"xxx', b'"xxy', 1)  # the first set's first input, changed after hashing
+    table = json.loads(tampered)["test_sets"]
+    assert table[first] != sets[first]
+    assert _keys_as_sent(table, tampered) == set()  # the first failure ends the scan
+    problems = resolve_test_sets([_Spec(dict(it["spec"])) for it in items], table, tampered)
+    assert len(problems) == 1 and f"test_sets[{first!r}]: key is not the SHA-256" in problems[0]
 
 
 def test_one_sample_alone_spreads_its_tests_over_the_idle_slot(code_url: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, status
+from fastapi import APIRouter, Header, HTTPException, Request, status
 
 from mucode.protocol import Result
 from mucode.verifier.core import QueueFullError, Verifier
@@ -39,14 +39,15 @@ def _unprocessable(what: str, problems: list[str]) -> HTTPException:
     )
 
 
-def _check(request: VerifyRequest, verifier: Verifier) -> HTTPException | None:
-    """Every check that reads the whole request (CPU-bound on megabytes of tests: runs in a thread)."""
+def _check(request: VerifyRequest, verifier: Verifier, raw: bytes | None) -> HTTPException | None:
+    """Every check that reads the whole request (CPU-bound on megabytes of tests: runs in a thread);
+    ``raw``: the body it was decoded from, when there is one (test-set keys are hashed where they lie)."""
     text = text_problems(request.test_sets, "test_sets")
     for i, item in enumerate(request.items):
         text += text_problems(item.wire(), f"items[{i}]")
     if text:
         return _unprocessable("invalid text", text)
-    refs = resolve_test_sets(request.items, request.test_sets)
+    refs = resolve_test_sets(request.items, request.test_sets, raw)
     if refs:
         return _unprocessable("invalid test-set references", refs)
     problems = verifier.validate(request.items)
@@ -58,6 +59,7 @@ def _check(request: VerifyRequest, verifier: Verifier) -> HTTPException | None:
 @router.post("/v1/verify", response_model=VerifyResponse, dependencies=[Authorized], responses=_ERRORS)
 async def verify(
     request: VerifyRequest,
+    http: Request,
     verifier: VerifierDep,
     x_mucode_timeout_s: Annotated[
         float | None,
@@ -74,12 +76,13 @@ async def verify(
     invalid Unicode) are a 4xx for the whole batch before any work starts. A full queue is a 429 with
     ``Retry-After``; items not scored within ``request_timeout_s`` come back ``verifier_error``.
     """
-    results = await score_request(request, verifier, x_mucode_timeout_s)
+    body = await http.body() if request.test_sets else None  # read already (FastAPI decoded it)
+    results = await score_request(request, verifier, x_mucode_timeout_s, body)
     return VerifyResponse(results=results)
 
 
 async def score_request(
-    request: VerifyRequest, verifier: Verifier, client_timeout_s: float | None
+    request: VerifyRequest, verifier: Verifier, client_timeout_s: float | None, body: bytes | None = None
 ) -> list[Result]:
     """Every check, then the scoring, of a verify request; raises the HTTP errors described above.
 
@@ -96,7 +99,7 @@ async def score_request(
             ),
             headers={MAX_ITEMS_HEADER: str(limit)},
         )
-    error = await asyncio.to_thread(_check, request, verifier)
+    error = await asyncio.to_thread(_check, request, verifier, body)
     if error is not None:
         raise error
     n = len(request.items)
