@@ -106,17 +106,17 @@ def handle_job(
         if mode == "call" and not req.get("fn_name"):
             raise ValueError("mode 'call' needs fn_name")
         lim = _limits(req, args)
-        inputs: list[bytes] | list[memoryview] | None
+        inputs: list[memoryview] | None
         if "test_set" in req and mode != "assert":
             inputs = named_inputs(conn, req)
         else:
             _HELD.clear()  # not kept through another problem's jobs (the slot's memory)
-            inputs = [str(x).encode("utf-8", "surrogatepass") for x in req.get("inputs") or []]
+            inputs = [memoryview(str(x).encode("utf-8", "surrogatepass")) for x in req.get("inputs") or []]
         if inputs is None:
             return
         inputs = _in_range(inputs, req.get("test_range"), mode)
         if mode == "assert" or not inputs:
-            inputs = [b""]
+            inputs = [memoryview(b"")]
         files = _files(req.get("files"))
     except (ValueError, TypeError) as exc:
         send_frame(conn, {"ev": "error", "message": str(exc)})
@@ -146,9 +146,7 @@ def handle_job(
     send_frame(conn, {"ev": "done"})
 
 
-def _in_range(
-    inputs: list[bytes] | list[memoryview], span: object, mode: str
-) -> list[bytes] | list[memoryview]:
+def _in_range(inputs: list[memoryview], span: object, mode: str) -> list[memoryview]:
     """The tests a request's ``test_range`` ``[start, stop]`` names (all of them without one); its
     test frames are numbered from 0 within the range. ValueError for a range that is not inside."""
     if span is None:
@@ -199,7 +197,7 @@ def _compile(
         lang,
         slot.builder(),
         clim,
-        b"",
+        memoryview(b""),
         0,
         slot.build_root or "",
         zyg,

@@ -487,7 +487,7 @@ def run_test(
     lang: Language,
     slot: Slot,
     lim: Limits,
-    test_input: bytes | memoryview,
+    test_input: memoryview,
     index: int,
     build_dir: str,
     zyg: zygote.Zygote,
@@ -504,7 +504,7 @@ def run_test(
     err_r, err_w = os.pipe()
     ctl_r, ctl_w = os.pipe()
     stdio = job.get("mode") == "stdio"  # the input goes to stdin (its UTF-8 bytes); a call's, in the payload
-    stdin_data = memoryview(test_input if stdio else b"")
+    stdin_data = test_input if stdio else memoryview(b"")
     oom_before = slot.oom_kills()
     token = os.urandom(16).hex()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -77,11 +77,6 @@ def views(blob: bytes | bytearray) -> list[memoryview]:
     return inputs
 
 
-def unpack(blob: bytes) -> list[str]:
-    """The inputs of a blob, decoded; ValueError when it is not one."""
-    return [str(v, "utf-8", "surrogatepass") for v in views(blob)]
-
-
 def key_of(blob: bytes | bytearray) -> str:
     return hashlib.sha256(blob).hexdigest()
 
